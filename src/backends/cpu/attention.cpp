@@ -1,0 +1,57 @@
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backends/cpu/kernels.h"
+
+namespace lathe::cpu {
+namespace {
+
+// One query row of one head: softmax(q . K^T * scale) . V over the visible keys.
+void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
+  const int64_t p = a.pos0 + t;
+  const int64_t first = a.window > 0 ? std::max<int64_t>(0, p - a.window + 1) : 0;
+  const int64_t kvh = h / (a.heads / a.kv_heads);
+  const int64_t hd = a.head_dim;
+  const int64_t stride = a.kv_heads * hd;
+  const float* q = a.q + (t * a.heads + h) * hd;
+  float max_score = -INFINITY;
+  for (int64_t j = first; j <= p; ++j) {
+    const float* k = a.k_cache + j * stride + kvh * hd;
+    float s = 0.0f;
+    for (int64_t d = 0; d < hd; ++d) s += q[d] * k[d];
+    s *= a.scale;
+    scores[j - first] = s;
+    max_score = std::max(max_score, s);
+  }
+  float sum = 0.0f;
+  for (int64_t j = first; j <= p; ++j) {
+    const float e = std::exp(scores[j - first] - max_score);
+    scores[j - first] = e;
+    sum += e;
+  }
+  float* out = a.out + (t * a.heads + h) * hd;
+  std::fill(out, out + hd, 0.0f);
+  for (int64_t j = first; j <= p; ++j) {
+    const float w = scores[j - first] / sum;
+    const float* v = a.v_cache + j * stride + kvh * hd;
+    for (int64_t d = 0; d < hd; ++d) out[d] += w * v[d];
+  }
+}
+
+}  // namespace
+
+void attention_reference(const AttentionArgs& a) {
+  std::vector<float> scores(static_cast<size_t>(a.pos0 + a.tokens));
+  for (int64_t t = 0; t < a.tokens; ++t)
+    for (int64_t h = 0; h < a.heads; ++h) attend_one(a, t, h, scores.data());
+}
+
+void attention_fast(const AttentionArgs& a, ThreadPool& pool) {
+  pool.parallel_for(a.tokens * a.heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(static_cast<size_t>(a.pos0 + a.tokens));
+    for (int64_t i = begin; i < end; ++i) attend_one(a, i / a.heads, i % a.heads, scores.data());
+  });
+}
+
+}  // namespace lathe::cpu

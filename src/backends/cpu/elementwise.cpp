@@ -1,0 +1,46 @@
+#include <cmath>
+
+#include "backends/cpu/kernels.h"
+
+namespace lathe::cpu {
+
+// transformers LlamaRMSNorm: hidden * rsqrt(mean(hidden^2) + eps), then * weight.
+void rms_norm(const float* x, const float* weight, float offset, float eps, float* y, int64_t rows,
+              int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    float ss = 0.0f;
+    for (int64_t i = 0; i < n; ++i) ss += xr[i] * xr[i];
+    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+    for (int64_t i = 0; i < n; ++i) yr[i] = (weight[i] + offset) * (xr[i] * inv);
+  }
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+// transformers apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, where rotate_half
+// pairs element i with element i + rot/2.
+void rope_half_split(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads,
+                     int64_t head_dim, int64_t rot) {
+  const int64_t half = rot / 2;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* c = cos + t * half;
+    const float* s = sin + t * half;
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + (t * heads + h) * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c[i] - b * s[i];
+        v[i + half] = b * c[i] + a * s[i];
+      }
+    }
+  }
+}
+
+}  // namespace lathe::cpu

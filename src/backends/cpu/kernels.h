@@ -1,0 +1,46 @@
+// CPU kernels. Each op has a portable reference kernel (plain loops, f32 accumulation in a
+// fixed order) and, where it pays, a fast kernel that tests check against the reference.
+// Kernels trust their arguments: shapes are checked once by the op front ends in src/ops/.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+
+namespace lathe::cpu {
+
+// y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]); w is F32 or BF16, x, y and bias are F32.
+void matmul_reference(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
+                      int64_t m, int64_t n, int64_t k);
+void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
+                 int64_t m, int64_t n, int64_t k, ThreadPool& pool);
+
+// y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * (weight + offset), for `rows` rows of `n`.
+void rms_norm(const float* x, const float* weight, float offset, float eps, float* y, int64_t rows,
+              int64_t n);
+
+// out[i] = silu(gate[i]) * up[i]
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+
+// Rotary embedding in place on x[tokens, heads, head_dim], half-split layout (HF
+// rotate_half): pairs (i, i + rot/2) for i < rot/2, where rot = rotary dims <= head_dim.
+// cos/sin are [tokens, rot/2].
+void rope_half_split(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads,
+                     int64_t head_dim, int64_t rot);
+
+// Causal attention for `tokens` queries at positions pos0.. over a cache of keys and values
+// [max_seq, kv_heads, head_dim] holding positions [0, pos0 + tokens). With window > 0 a
+// query at p sees keys at p - window < j <= p. q and out are [tokens, heads, head_dim].
+struct AttentionArgs {
+  const float* q;
+  const float* k_cache;
+  const float* v_cache;
+  float* out;
+  int64_t tokens, pos0, heads, kv_heads, head_dim, window;
+  float scale;
+};
+void attention_reference(const AttentionArgs& a);
+void attention_fast(const AttentionArgs& a, ThreadPool& pool);
+
+}  // namespace lathe::cpu

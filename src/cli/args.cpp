@@ -1,0 +1,110 @@
+#include "cli/args.h"
+
+#include <charconv>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace lathe {
+
+Args::Args(std::string command, std::string summary, std::vector<std::string> positionals,
+           std::vector<OptionSpec> options)
+    : command_(std::move(command)),
+      summary_(std::move(summary)),
+      positional_names_(std::move(positionals)),
+      options_(std::move(options)) {}
+
+const OptionSpec* Args::find(const std::string& name) const {
+  for (const auto& o : options_)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+void Args::parse(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      help_ = true;
+      return;
+    }
+    if (a.rfind("--", 0) != 0 || a == "--") {
+      positional_values_.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2), value;
+    bool inline_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      inline_value = true;
+    }
+    const OptionSpec* spec = find(name);
+    if (!spec)
+      throw UsageError(cat("lathe ", command_, ": unknown option --", name, " (see --help)"));
+    if (spec->value_name.empty()) {
+      if (inline_value) throw UsageError(cat("lathe ", command_, ": --", name, " takes no value"));
+    } else if (!inline_value) {
+      if (i + 1 >= argc)
+        throw UsageError(
+            cat("lathe ", command_, ": --", name, " needs a value ", spec->value_name));
+      value = argv[++i];
+    }
+    values_[name] = value;
+  }
+  if (positional_values_.size() != positional_names_.size()) {
+    std::string names;
+    for (const auto& p : positional_names_) names += " " + p;
+    throw UsageError(cat("lathe ", command_, ": expected", names.empty() ? " no arguments" : names,
+                         ", got ", positional_values_.size(), " argument(s) (see --help)"));
+  }
+}
+
+std::string Args::usage() const {
+  std::ostringstream out;
+  out << "usage: lathe " << command_;
+  for (const auto& p : positional_names_) out << " " << p;
+  out << " [options]\n\n" << summary_ << "\n\noptions:\n";
+  for (const auto& o : options_) {
+    std::string left = "  --" + o.name + (o.value_name.empty() ? "" : " " + o.value_name);
+    out << left << std::string(left.size() < 28 ? 28 - left.size() : 1, ' ') << o.help << "\n";
+  }
+  out << "  --help                    show this help\n";
+  return out.str();
+}
+
+std::optional<std::string> Args::get(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Args::get_or(const std::string& name, const std::string& fallback) const {
+  return get(name).value_or(fallback);
+}
+
+int64_t Args::get_int(const std::string& name, int64_t fallback, int64_t min, int64_t max) const {
+  auto v = get(name);
+  if (!v) return fallback;
+  int64_t out = 0;
+  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
+  if (ec != std::errc() || end != v->data() + v->size())
+    throw UsageError(cat("lathe ", command_, ": --", name, " needs an integer, got \"", *v, "\""));
+  if (out < min || out > max)
+    throw UsageError(cat("lathe ", command_, ": --", name, " must be between ", min, " and ", max,
+                         ", got ", out));
+  return out;
+}
+
+double Args::get_double(const std::string& name, double fallback) const {
+  auto v = get(name);
+  if (!v) return fallback;
+  try {
+    size_t used = 0;
+    const double d = std::stod(*v, &used);
+    if (used == v->size()) return d;
+  } catch (const std::exception&) {
+  }
+  throw UsageError(cat("lathe ", command_, ": --", name, " needs a number, got \"", *v, "\""));
+}
+
+}  // namespace lathe

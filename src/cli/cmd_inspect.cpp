@@ -1,0 +1,73 @@
+// lathe inspect MODEL_DIR [--json]: what a checkpoint holds and whether lathe runs it.
+#include <iostream>
+#include <map>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "models/registry.h"
+
+namespace lathe {
+
+int cmd_inspect(int argc, char** argv) {
+  Args args("inspect",
+            "Describes a checkpoint folder: architecture, parameters, dtypes, memory, and whether "
+            "lathe supports it (loading it fully to check).",
+            {"MODEL_DIR"}, {{"json", "", "print one JSON object"}});
+  args.parse(argc, argv, 2);
+  if (args.help()) {
+    std::cout << args.usage();
+    return 0;
+  }
+  const Checkpoint ckpt = Checkpoint::open(args.positionals()[0]);
+  std::map<std::string, uint64_t> params_by_dtype;
+  uint64_t params = 0;
+  for (const auto& name : ckpt.tensor_names()) {
+    const auto& e = ckpt.entry(name);
+    uint64_t n = 1;
+    for (int64_t d : e.shape) n *= static_cast<uint64_t>(d);
+    params += n;
+    params_by_dtype[e.dtype_name] += n;
+  }
+  Json out = {{"model_dir", args.positionals()[0]},
+              {"architecture", ckpt.architecture()},
+              {"parameters", params},
+              {"parameters_by_dtype", params_by_dtype},
+              {"tensor_bytes", ckpt.total_tensor_bytes()}};
+  try {
+    auto model = load_model(ckpt, {});
+    const ModelInfo& info = model->info();
+    const uint64_t kv_per_token =
+        2ull * static_cast<uint64_t>(info.num_layers * info.kv_heads * info.head_dim) *
+        sizeof(float);
+    out["supported"] = true;
+    out["layers"] = info.num_layers;
+    out["hidden_size"] = info.hidden_size;
+    out["vocab_size"] = info.vocab_size;
+    out["max_position_embeddings"] = info.max_position_embeddings;
+    out["compute_dtype"] = std::string(dtype_name(info.weight_dtype));
+    out["kv_cache_bytes_per_token"] = kv_per_token;
+    out["cores"] = 1;  // sharding across cores comes with the dist module
+  } catch (const Error& e) {
+    out["supported"] = false;
+    out["reason"] = e.what();
+  }
+  if (args.flag("json")) {
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << "model:        " << out["model_dir"].get<std::string>() << "\n"
+              << "architecture: " << out["architecture"].get<std::string>() << "\n"
+              << "parameters:   " << params << "\n"
+              << "tensor bytes: " << ckpt.total_tensor_bytes() << "\n";
+    for (const auto& [dt, n] : params_by_dtype) std::cout << "  " << dt << ": " << n << "\n";
+    if (out["supported"].get<bool>()) {
+      std::cout << "supported:    yes (" << out["layers"] << " layers, compute in "
+                << out["compute_dtype"].get<std::string>() << ", KV cache "
+                << out["kv_cache_bytes_per_token"] << " bytes per token)\n";
+    } else {
+      std::cout << "supported:    no: " << out["reason"].get<std::string>() << "\n";
+    }
+  }
+  return out["supported"].get<bool>() ? 0 : 1;
+}
+
+}  // namespace lathe

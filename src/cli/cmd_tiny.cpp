@@ -1,0 +1,96 @@
+// lathe tiny build FIXTURE OUT     regenerate a tiny checkpoint from its fixture
+// lathe tiny check [FIXTURE ...]   run fixtures against their transformers goldens
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "lab/golden_check.h"
+
+namespace lathe {
+namespace fs = std::filesystem;
+namespace {
+
+DType parse_storage(const std::string& s) {
+  if (s == "f32") return DType::F32;
+  if (s == "bf16") return DType::BF16;
+  if (s == "f16") return DType::F16;
+  throw UsageError(cat("--dtype must be f32, bf16 or f16, got \"", s, "\""));
+}
+
+int tiny_build(int argc, char** argv) {
+  Args args("tiny build", "Writes the checkpoint of a tiny fixture (tests/fixtures/tiny/NAME).",
+            {"FIXTURE", "OUT"},
+            {{"dtype", "f32|bf16|f16", "storage dtype of the weights (default f32)"},
+             {"shards", "N", "split into N safetensors files with an index (default 1)"}});
+  args.parse(argc, argv, 3);
+  if (args.help()) {
+    std::cout << args.usage();
+    return 0;
+  }
+  TinyBuildOptions o{parse_storage(args.get_or("dtype", "f32")),
+                     static_cast<int>(args.get_int("shards", 1, 1, 64))};
+  const size_t n = build_tiny_checkpoint(args.positionals()[0], args.positionals()[1], o);
+  std::cerr << "wrote " << n << " tensors to " << args.positionals()[1] << "\n";
+  return 0;
+}
+
+int tiny_check(int argc, char** argv) {
+  std::vector<OptionSpec> options = {
+      {"fixtures", "DIR", "folder of fixtures (default tests/fixtures/tiny)"},
+      {"storage", "f32|bf16", "weight storage of the built checkpoints (default f32)"}};
+  for (auto& o : runtime_options()) options.push_back(o);
+  Args args("tiny check",
+            "Builds every tiny fixture, runs it and compares with the goldens transformers made: "
+            "teacher-forced logits (NMSE), layers, and 32 greedy tokens.",
+            {}, options);
+  args.parse(argc, argv, 3);
+  if (args.help()) {
+    std::cout << args.usage();
+    return 0;
+  }
+  const fs::path root = args.get_or("fixtures", "tests/fixtures/tiny");
+  if (!fs::is_directory(root)) fail(root.string(), ": no such fixture folder");
+  std::vector<fs::path> fixtures;
+  for (const auto& e : fs::directory_iterator(root))
+    if (fs::exists(e.path() / "goldens.json")) fixtures.push_back(e.path());
+  std::sort(fixtures.begin(), fixtures.end());
+  const DType storage = parse_storage(args.get_or("storage", "f32"));
+  const double tolerance = storage == DType::F32 ? kGoldenF32Nmse : kGoldenBf16Nmse;
+  const int threads = static_cast<int>(args.get_int("threads", 2, 1, 1024));
+  ThreadPool pool(threads);
+  Context ctx{&pool, args.flag("reference-kernels")};
+  const fs::path work = fs::temp_directory_path() / cat("lathe-tiny-", ::getpid());
+  int failures = 0;
+  std::printf("%-28s %-20s %10s %9s %7s  %s\n", "fixture", "architecture", "logit NMSE", "top-1",
+              "tokens", "verdict");
+  for (const auto& f : fixtures) {
+    const GoldenCheck r = check_golden_fixture(f, work / f.filename(), {storage, 1}, storage, ctx);
+    const bool tokens_ok = !r.first_token_mismatch;
+    const bool pass = r.logits.nmse <= tolerance && (tokens_ok || storage != DType::F32);
+    failures += !pass;
+    std::printf(
+        "%-28s %-20s %10.2e %8.1f%% %7s  %s\n", r.name.c_str(), r.architecture.c_str(),
+        r.logits.nmse, 100 * r.logits.top1_agreement,
+        cat(r.first_token_mismatch.value_or(static_cast<int64_t>(r.greedy_reference.size())), "/",
+            r.greedy_reference.size())
+            .c_str(),
+        pass ? "PASS" : "FAIL");
+  }
+  fs::remove_all(work);
+  std::printf("%zu fixtures, %d failed (tolerance NMSE %.0e, %s weights)\n", fixtures.size(),
+              failures, tolerance, std::string(dtype_name(storage)).c_str());
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+
+int cmd_tiny(int argc, char** argv) {
+  const std::string sub = argc > 2 ? argv[2] : "";
+  if (sub == "build") return tiny_build(argc, argv);
+  if (sub == "check") return tiny_check(argc, argv);
+  throw UsageError("usage: lathe tiny build FIXTURE OUT | lathe tiny check [--fixtures DIR]");
+}
+
+}  // namespace lathe

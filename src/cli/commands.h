@@ -1,0 +1,38 @@
+// The `lathe` subcommands. Each returns the process exit code; lathe::Error and UsageError
+// thrown inside become exit codes 1 and 2 in main.cpp.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "core/thread_pool.h"
+#include "io/checkpoint.h"
+#include "models/model.h"
+
+namespace lathe {
+
+int cmd_generate(int argc, char** argv);
+int cmd_logits(int argc, char** argv);
+int cmd_inspect(int argc, char** argv);
+int cmd_tiny(int argc, char** argv);
+
+// Options shared by the commands that run a model.
+std::vector<OptionSpec> runtime_options();
+
+// A model loaded for running, with the threads it runs on.
+struct Runtime {
+  Checkpoint checkpoint;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<ThreadPool> pool;
+  Context ctx;
+  int64_t max_seq = 0;
+};
+// Loads MODEL_DIR with --dtype, --threads, --max-seq and --reference-kernels from `args`.
+std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args);
+
+// Parses a JSON list of token ids (text, or @FILE to read it from a file).
+std::vector<int32_t> parse_ids(const std::string& text_or_file, const std::string& what);
+
+}  // namespace lathe

@@ -1,0 +1,54 @@
+// The `lathe` command: subcommand dispatch and the one place errors become exit codes.
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+namespace {
+
+const char* kUsage = R"(usage: lathe COMMAND [ARGS] [--help]
+
+Runs Hugging Face checkpoints natively on CPU cores.
+
+commands:
+  generate MODEL_DIR     generate tokens from a prompt
+  logits MODEL_DIR       teacher-forced logits of a token sequence, to a safetensors file
+  inspect MODEL_DIR      architecture, parameters, memory, and whether lathe supports it
+  tiny build|check       tiny test checkpoints and their comparison with transformers
+
+exit codes: 0 success, 1 a failure you can act on (the message names the file and field),
+            2 a usage error.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace lathe;
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  try {
+    if (cmd == "generate") return cmd_generate(argc, argv);
+    if (cmd == "logits") return cmd_logits(argc, argv);
+    if (cmd == "inspect") return cmd_inspect(argc, argv);
+    if (cmd == "tiny") return cmd_tiny(argc, argv);
+    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+      std::cout << kUsage;
+      return 0;
+    }
+    std::cerr << (cmd.empty() ? "" : "lathe: unknown command \"" + cmd + "\"\n") << kUsage;
+    return 2;
+  } catch (const UsageError& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  } catch (const Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,64 @@
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "io/json.h"
+#include "models/registry.h"
+
+namespace lathe {
+
+std::vector<OptionSpec> runtime_options() {
+  return {
+      {"dtype", "f32|bf16", "weight storage for compute (default: the checkpoint's; f16 -> f32)"},
+      {"threads", "N", "worker threads (default: all cores)"},
+      {"max-seq", "N", "KV cache positions (default: min(max_position_embeddings, 4096))"},
+      {"reference-kernels", "", "use the portable reference kernels (slow; for checking)"},
+  };
+}
+
+std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args) {
+  auto rt = std::make_unique<Runtime>();
+  ModelOptions opts;
+  if (auto d = args.get("dtype")) {
+    if (*d == "f32")
+      opts.dtype = DType::F32;
+    else if (*d == "bf16")
+      opts.dtype = DType::BF16;
+    else
+      throw UsageError(cat("--dtype must be f32 or bf16, got \"", *d, "\""));
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = static_cast<int>(args.get_int("threads", cores, 1, 1024));
+  rt->checkpoint = Checkpoint::open(dir);
+  rt->model = load_model(rt->checkpoint, opts);
+  rt->pool = std::make_unique<ThreadPool>(threads);
+  rt->ctx.pool = rt->pool.get();
+  rt->ctx.reference_kernels = args.flag("reference-kernels");
+  const int64_t max_pos = rt->model->info().max_position_embeddings;
+  rt->max_seq = args.get_int("max-seq", std::min<int64_t>(max_pos, 4096), 1, int64_t{1} << 22);
+  return rt;
+}
+
+std::vector<int32_t> parse_ids(const std::string& text_or_file, const std::string& what) {
+  std::string text = text_or_file, origin = what;
+  if (!text.empty() && text[0] == '@') {
+    origin = text.substr(1);
+    std::ifstream in(origin, std::ios::binary);
+    if (!in) fail(origin, ": cannot read ", what);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const Json j = parse_json(text, origin);
+  if (!j.is_array()) fail(origin, ": ", what, " must be a JSON list of token ids");
+  std::vector<int32_t> ids;
+  for (const Json& x : j) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
+      fail(origin, ": ", what, " holds ", x.dump(), ", not a token id");
+    ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+  }
+  return ids;
+}
+
+}  // namespace lathe

@@ -1,0 +1,40 @@
+// Element types of tensors and their conversions.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string_view>
+
+namespace lathe {
+
+// Storage types. Compute accumulates in f32 whatever the storage.
+enum class DType : uint8_t { F32, BF16, F16, I32 };
+
+size_t dtype_size(DType t);
+std::string_view dtype_name(DType t);  // "F32", "BF16", ... as safetensors spells them
+std::optional<DType> dtype_from_name(std::string_view name);
+
+// bfloat16: the top 16 bits of an IEEE f32. Rounds to nearest even; NaN stays NaN.
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+inline float bf16_to_f32(uint16_t h) {
+  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
+
+// IEEE half precision.
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+
+// Converts `n` elements of type `from` at `src` to f32 at `dst`.
+void convert_to_f32(DType from, const void* src, float* dst, size_t n);
+// Converts `n` f32 values to `to` (F32, BF16 or F16).
+void convert_from_f32(DType to, const float* src, void* dst, size_t n);
+
+}  // namespace lathe

@@ -1,0 +1,90 @@
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace lathe {
+
+std::string shape_str(const Shape& shape) {
+  std::ostringstream out;
+  out << '[';
+  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << ']';
+  return out.str();
+}
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+Tensor Tensor::zeros(DType dtype, Shape shape) {
+  for (int64_t d : shape)
+    if (d < 0) fail("internal: negative dimension in shape ", shape_str(shape));
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  const size_t bytes = t.nbytes();
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (!p) fail("out of memory allocating a tensor of ", bytes, " bytes");
+  std::memset(p, 0, rounded == 0 ? 64 : rounded);
+  t.owner_ = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
+  t.data_ = p;
+  t.writable_ = true;
+  return t;
+}
+
+Tensor Tensor::view(DType dtype, Shape shape, const void* data, std::shared_ptr<const void> owner) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = data;
+  t.owner_ = std::move(owner);
+  return t;
+}
+
+template <class T>
+T* Tensor::mut() {
+  if (!writable_) fail("internal: writing to a read-only tensor view");
+  return static_cast<T*>(const_cast<void*>(data_));
+}
+template float* Tensor::mut<float>();
+template uint16_t* Tensor::mut<uint16_t>();
+template int32_t* Tensor::mut<int32_t>();
+template void* Tensor::mut<void>();
+
+Tensor Tensor::reshape(Shape shape) const {
+  if (shape_numel(shape) != numel())
+    fail("internal: cannot reshape ", shape_str(shape_), " to ", shape_str(shape));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = zeros(dtype_, shape_);
+  std::memcpy(out.mut<void>(), data_, nbytes());
+  return out;
+}
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  Tensor out = zeros(dtype, shape_);
+  const size_t n = static_cast<size_t>(numel());
+  if (dtype_ == DType::F32) {
+    convert_from_f32(dtype, data<float>(), out.mut<void>(), n);
+  } else if (dtype == DType::F32) {
+    convert_to_f32(dtype_, data_, out.mut<float>(), n);
+  } else {
+    Tensor f = to(DType::F32);
+    convert_from_f32(dtype, f.data<float>(), out.mut<void>(), n);
+  }
+  return out;
+}
+
+}  // namespace lathe

@@ -1,0 +1,60 @@
+// Tensors: a dtype, a shape and a pointer to row-major data that is either owned (an aligned
+// heap block) or borrowed (a view into a memory-mapped checkpoint kept alive by its owner).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace lathe {
+
+using Shape = std::vector<int64_t>;
+
+std::string shape_str(const Shape& shape);  // "[2, 3]"
+int64_t shape_numel(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // A new zero-filled tensor owning 64-byte aligned storage.
+  static Tensor zeros(DType dtype, Shape shape);
+  // A read-only view of `data`; `owner` keeps the underlying memory (e.g. a mapping) alive.
+  static Tensor view(DType dtype, Shape shape, const void* data, std::shared_ptr<const void> owner);
+
+  bool defined() const { return data_ != nullptr || numel() == 0; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t dim(int i) const { return shape_.at(i < 0 ? shape_.size() + i : i); }
+  int64_t numel() const { return shape_numel(shape_); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  bool owned() const { return writable_; }
+
+  template <class T>
+  const T* data() const {
+    return static_cast<const T*>(data_);
+  }
+  // Writable access; only for owned tensors (mapped views are read-only memory).
+  template <class T>
+  T* mut();
+
+  // The same data under another shape with the same element count (no copy).
+  Tensor reshape(Shape shape) const;
+  // A deep copy in owned storage.
+  Tensor clone() const;
+  // Converts to `dtype` (a copy), or returns *this when it already has that dtype.
+  Tensor to(DType dtype) const;
+
+ private:
+  DType dtype_ = DType::F32;
+  Shape shape_;
+  const void* data_ = nullptr;
+  bool writable_ = false;
+  std::shared_ptr<const void> owner_;
+};
+
+}  // namespace lathe

@@ -1,0 +1,64 @@
+// A Hugging Face checkpoint folder as published: config.json, generation_config.json and
+// model.safetensors or a sharded set with model.safetensors.index.json.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/json.h"
+#include "io/safetensors.h"
+
+namespace lathe {
+
+// What generation_config.json (falling back to config.json) says about decoding.
+struct GenerationConfig {
+  std::vector<int32_t> eos_token_ids;  // generation stops on any of them
+  std::optional<int32_t> bos_token_id;
+  std::optional<int32_t> pad_token_id;
+  bool do_sample = false;
+  double temperature = 1.0;
+  int64_t top_k = 50;
+  double top_p = 1.0;
+  double min_p = 0.0;
+  double repetition_penalty = 1.0;
+  std::optional<int64_t> max_new_tokens;
+};
+
+class Checkpoint {
+ public:
+  // Reads the folder's config.json and opens (maps) every safetensors file. Throws
+  // lathe::Error naming the file when a file is missing or invalid.
+  static Checkpoint open(const std::filesystem::path& dir);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  const Json& config() const { return config_; }
+  std::string config_path() const { return (dir_ / "config.json").string(); }
+  const GenerationConfig& generation() const { return generation_; }
+
+  // The value of config.json's "architectures"[0] (or "" when absent).
+  std::string architecture() const;
+
+  bool has(const std::string& name) const { return where_.count(name) != 0; }
+  std::vector<std::string> tensor_names() const;
+  const SafetensorsEntry& entry(const std::string& name) const;
+  // The file that holds `name` (for error messages).
+  std::string file_of(const std::string& name) const;
+  Tensor tensor(const std::string& name) const;
+  uint64_t total_tensor_bytes() const;
+
+ private:
+  std::filesystem::path dir_;
+  Json config_;
+  GenerationConfig generation_;
+  std::vector<SafetensorsFile> files_;
+  std::map<std::string, size_t> where_;  // tensor name -> index into files_
+};
+
+// Parses the decoding fields of generation_config.json / config.json.
+GenerationConfig read_generation_config(const std::filesystem::path& dir, const Json& config);
+
+}  // namespace lathe

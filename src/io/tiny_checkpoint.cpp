@@ -1,0 +1,102 @@
+#include "io/tiny_checkpoint.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "core/error.h"
+#include "io/json.h"
+#include "io/safetensors.h"
+
+namespace lathe {
+namespace fs = std::filesystem;
+namespace {
+
+uint64_t fnv1a64(const std::string& s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001B3ull;
+  }
+  return h;
+}
+
+uint64_t splitmix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Bound on a generated tensor: tiny fixtures are kilobytes; this is not a model loader.
+constexpr int64_t kMaxTinyElements = int64_t{1} << 28;
+
+}  // namespace
+
+std::vector<float> generate_weights(uint64_t seed, const std::string& name, int64_t count,
+                                    double center, double scale) {
+  std::vector<float> out(static_cast<size_t>(count));
+  const uint64_t base = seed ^ fnv1a64(name);
+  for (int64_t i = 0; i < count; ++i) {
+    const uint64_t z = splitmix64(base + static_cast<uint64_t>(i + 1) * 0x9E3779B97F4A7C15ull);
+    const double u = (static_cast<double>(z >> 40) - 8388608.0) / 8388608.0;
+    out[i] = static_cast<float>(center + scale * u);
+  }
+  return out;
+}
+
+size_t build_tiny_checkpoint(const fs::path& fixture, const fs::path& out,
+                             const TinyBuildOptions& opts) {
+  const fs::path manifest_path = fixture / "weights.json";
+  const Json manifest = read_json_file(manifest_path);
+  JsonFields m(manifest, manifest_path.string());
+  const uint64_t seed = static_cast<uint64_t>(m.get<int64_t>("seed"));
+  const Json& list = m.at("tensors");
+  if (!list.is_array()) fail(manifest_path.string(), ": field \"tensors\" must be a list");
+  if (opts.shards < 1 || opts.shards > 64) fail("shards must be between 1 and 64");
+
+  std::vector<NamedTensor> tensors;
+  for (size_t i = 0; i < list.size(); ++i) {
+    JsonFields t(list[i], cat(manifest_path.string(), ": tensors[", i, "]"));
+    const std::string name = t.get<std::string>("name");
+    Shape shape;
+    for (const Json& d : t.at("shape")) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) fail(t.origin(), ": bad shape");
+      shape.push_back(d.get<int64_t>());
+    }
+    const int64_t n = shape_numel(shape);
+    if (n > kMaxTinyElements) fail(t.origin(), ": ", n, " elements is not a tiny tensor");
+    const auto values =
+        generate_weights(seed, name, n, t.get<double>("center"), t.get<double>("scale"));
+    Tensor f = Tensor::zeros(DType::F32, shape);
+    std::copy(values.begin(), values.end(), f.mut<float>());
+    tensors.push_back({name, f.to(opts.dtype)});
+  }
+
+  fs::create_directories(out);
+  for (const char* file : {"config.json", "generation_config.json"})
+    if (fs::exists(fixture / file))
+      fs::copy_file(fixture / file, out / file, fs::copy_options::overwrite_existing);
+  const std::map<std::string, std::string> meta = {{"format", "pt"}};
+  if (opts.shards == 1) {
+    write_safetensors(out / "model.safetensors", tensors, meta);
+    return tensors.size();
+  }
+  // Round-robin the tensors over the shards, as an index maps them.
+  Json weight_map = Json::object();
+  for (int s = 0; s < opts.shards; ++s) {
+    char file[64];
+    std::snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", s + 1, opts.shards);
+    std::vector<NamedTensor> part;
+    for (size_t i = static_cast<size_t>(s); i < tensors.size();
+         i += static_cast<size_t>(opts.shards)) {
+      part.push_back(tensors[i]);
+      weight_map[tensors[i].name] = file;
+    }
+    write_safetensors(out / file, part, meta);
+  }
+  std::ofstream index(out / "model.safetensors.index.json");
+  index << Json{{"metadata", Json::object()}, {"weight_map", weight_map}}.dump(2) << "\n";
+  if (!index) fail((out / "model.safetensors.index.json").string(), ": write failed");
+  return tensors.size();
+}
+
+}  // namespace lathe

@@ -1,0 +1,81 @@
+#include "lab/compare.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace lathe {
+
+double nmse(std::span<const float> a, std::span<const float> b) {
+  if (a.size() != b.size()) fail("internal: nmse of arrays of ", a.size(), " and ", b.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    num += d * d;
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  if (den == 0) return num == 0 ? 0 : INFINITY;
+  return num / den;
+}
+
+LogitComparison compare_logits(const Tensor& actual, const Tensor& reference) {
+  if (actual.shape() != reference.shape() || actual.rank() != 2 || actual.dtype() != DType::F32 ||
+      reference.dtype() != DType::F32)
+    fail("cannot compare logits ", shape_str(actual.shape()), " with reference ",
+         shape_str(reference.shape()));
+  LogitComparison c;
+  c.rows = actual.dim(0);
+  const int64_t vocab = actual.dim(1);
+  const float* a = actual.data<float>();
+  const float* b = reference.data<float>();
+  int64_t agree = 0;
+  for (int64_t r = 0; r < c.rows; ++r) {
+    const float* ar = a + r * vocab;
+    const float* br = b + r * vocab;
+    for (int64_t i = 0; i < vocab; ++i)
+      c.max_abs_error = std::max(c.max_abs_error, std::fabs(static_cast<double>(ar[i]) - br[i]));
+    const bool same =
+        std::max_element(ar, ar + vocab) - ar == std::max_element(br, br + vocab) - br;
+    agree += same;
+    if (!same && !c.first_top1_mismatch) c.first_top1_mismatch = r;
+  }
+  c.nmse = nmse({a, static_cast<size_t>(actual.numel())}, {b, static_cast<size_t>(actual.numel())});
+  c.top1_agreement = c.rows ? static_cast<double>(agree) / static_cast<double>(c.rows) : 1.0;
+  return c;
+}
+
+std::optional<int64_t> first_token_mismatch(std::span<const int32_t> a,
+                                            std::span<const int32_t> b) {
+  const size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return static_cast<int64_t>(i);
+  if (a.size() != b.size()) return static_cast<int64_t>(n);
+  return std::nullopt;
+}
+
+LayerReport compare_layers(const std::vector<std::pair<std::string, Tensor>>& actual,
+                           const std::vector<std::pair<std::string, Tensor>>& reference,
+                           double threshold) {
+  LayerReport report;
+  for (const auto& [name, ref] : reference) {
+    auto it =
+        std::find_if(actual.begin(), actual.end(), [&](const auto& p) { return p.first == name; });
+    if (it == actual.end()) continue;
+    const Tensor& act = it->second;
+    if (act.numel() != ref.numel())
+      fail("layer ", name, ": ", shape_str(act.shape()), " vs reference ", shape_str(ref.shape()));
+    LayerComparison lc{name, 0, 0};
+    const size_t n = static_cast<size_t>(ref.numel());
+    lc.nmse = nmse({act.data<float>(), n}, {ref.data<float>(), n});
+    for (size_t i = 0; i < n; ++i)
+      lc.max_abs_error =
+          std::max(lc.max_abs_error,
+                   std::fabs(static_cast<double>(act.data<float>()[i]) - ref.data<float>()[i]));
+    if (lc.nmse > threshold && !report.first_diverging) report.first_diverging = name;
+    report.layers.push_back(lc);
+  }
+  return report;
+}
+
+}  // namespace lathe

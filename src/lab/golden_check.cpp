@@ -1,0 +1,76 @@
+#include "lab/golden_check.h"
+
+#include "core/error.h"
+#include "generate/generate.h"
+#include "io/checkpoint.h"
+#include "io/json.h"
+#include "io/safetensors.h"
+#include "models/registry.h"
+
+namespace lathe {
+namespace fs = std::filesystem;
+
+namespace {
+constexpr int64_t kGoldenFormat = 1;
+
+std::vector<int32_t> id_list(const JsonFields& f, const std::string& key) {
+  std::vector<int32_t> ids;
+  for (const Json& x : f.at(key)) ids.push_back(x.get<int32_t>());
+  return ids;
+}
+}  // namespace
+
+GoldenCheck check_golden_fixture(const fs::path& fixture, const fs::path& work_dir,
+                                 const TinyBuildOptions& build, std::optional<DType> dtype,
+                                 Context& ctx) {
+  const Json golden = read_json_file(fixture / "goldens.json");
+  JsonFields g(golden, (fixture / "goldens.json").string());
+  if (g.get<int64_t>("format") != kGoldenFormat)
+    fail(g.origin(), ": golden format ", g.get<int64_t>("format"), ", this lathe reads format ",
+         kGoldenFormat, "; regenerate with tools/reference/make_tiny.py");
+  GoldenCheck r;
+  r.name = fixture.filename().string();
+  r.architecture = g.get<std::string>("architecture");
+  JsonFields made(g.at("made_by"), g.origin() + " made_by");
+  r.made_by = cat("transformers ", made.get<std::string>("transformers"), ", torch ",
+                  made.get<std::string>("torch"));
+
+  build_tiny_checkpoint(fixture, work_dir, build);
+  const Checkpoint ckpt = Checkpoint::open(work_dir);
+  auto model = load_model(ckpt, {.dtype = dtype});
+  const SafetensorsFile ref = SafetensorsFile::open(fixture / "goldens.safetensors");
+
+  // Teacher-forced logits and named intermediates over the whole sequence.
+  const auto ids = id_list(g, "teacher_forced_ids");
+  std::vector<std::pair<std::string, Tensor>> actual;
+  Trace trace = [&](const std::string& name, const Tensor& t) {
+    actual.emplace_back(name, t.clone());
+  };
+  KVCache cache = model->new_cache(static_cast<int64_t>(ids.size()));
+  Tensor logits = model->forward(ctx, ids, cache, true, &trace);
+  r.logits = compare_logits(logits, ref.tensor("logits").to(DType::F32));
+
+  const Tensor hidden = ref.tensor("hidden_states");
+  std::vector<std::pair<std::string, Tensor>> reference;
+  const Json& names = g.at("hidden_state_names");
+  const int64_t per_layer = hidden.numel() / hidden.dim(0);
+  for (size_t i = 0; i < names.size() && static_cast<int64_t>(i) < hidden.dim(0); ++i)
+    reference.emplace_back(names[i].get<std::string>(),
+                           Tensor::view(DType::F32, {hidden.dim(1), hidden.dim(2)},
+                                        hidden.data<float>() + i * per_layer, nullptr));
+  r.layers = compare_layers(actual, reference, 1e-6);
+
+  // 32 greedy tokens through the static cache, prompt first, then one token at a time.
+  const auto prompt = id_list(g, "prompt_ids");
+  r.greedy_reference = id_list(g, "greedy_tokens");
+  for (const Json& m : g.at("greedy_margins")) r.greedy_margins.push_back(m.get<double>());
+  GenerateOptions go;
+  go.max_new_tokens = 32;
+  go.eos_token_ids = ckpt.generation().eos_token_ids;
+  KVCache gen_cache = model->new_cache(static_cast<int64_t>(prompt.size()) + go.max_new_tokens);
+  r.greedy_actual = generate(*model, ctx, gen_cache, prompt, go).tokens;
+  r.first_token_mismatch = first_token_mismatch(r.greedy_actual, r.greedy_reference);
+  return r;
+}
+
+}  // namespace lathe

@@ -1,0 +1,38 @@
+// Runs a tiny fixture (tests/fixtures/tiny/<name>) against the goldens transformers made for
+// it: teacher-forced logits, per-layer hidden states and 32 greedy tokens.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/tiny_checkpoint.h"
+#include "lab/compare.h"
+#include "ops/ops.h"
+
+namespace lathe {
+
+struct GoldenCheck {
+  std::string name, architecture;
+  LogitComparison logits;
+  LayerReport layers;
+  std::vector<int32_t> greedy_reference, greedy_actual;
+  std::vector<double> greedy_margins;  // reference top-1 minus top-2 logit per step
+  std::optional<int64_t> first_token_mismatch;
+  std::string made_by;  // "transformers X, torch Y"
+};
+
+// Tolerances against transformers f32. F32 runs must match to NMSE 1e-6 with identical greedy
+// tokens. BF16 weights are rounded copies of the f32 ones, so logits drift by that rounding
+// (measured up to 1.6e-4 on the fixtures) and greedy tokens may part after a near-tie.
+inline constexpr double kGoldenF32Nmse = 1e-6;
+inline constexpr double kGoldenBf16Nmse = 5e-4;
+
+// Builds the fixture's checkpoint in `work_dir` with `build` options, runs it and compares.
+GoldenCheck check_golden_fixture(const std::filesystem::path& fixture,
+                                 const std::filesystem::path& work_dir,
+                                 const TinyBuildOptions& build, std::optional<DType> dtype,
+                                 Context& ctx);
+
+}  // namespace lathe

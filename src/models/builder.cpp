@@ -1,0 +1,90 @@
+#include "models/builder.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace lathe {
+namespace {
+
+const Tensor* opt(const Tensor& t) {
+  return t.defined() && t.numel() > 0 ? &t : nullptr;
+}
+
+}  // namespace
+
+AttentionWeights load_attention(Weights& w, const std::string& prefix, const AttentionSpec& s) {
+  AttentionWeights a;
+  const int64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
+  a.q = w.matrix(prefix + "q_proj.weight", {q_out, s.hidden});
+  a.k = w.matrix(prefix + "k_proj.weight", {kv_out, s.hidden});
+  a.v = w.matrix(prefix + "v_proj.weight", {kv_out, s.hidden});
+  a.o = w.matrix(prefix + "o_proj.weight", {s.hidden, q_out});
+  if (s.qkv_bias) {
+    a.q_bias = w.vector(prefix + "q_proj.bias", {q_out});
+    a.k_bias = w.vector(prefix + "k_proj.bias", {kv_out});
+    a.v_bias = w.vector(prefix + "v_proj.bias", {kv_out});
+  }
+  if (s.o_bias) a.o_bias = w.vector(prefix + "o_proj.bias", {s.hidden});
+  if (s.qk_norm) {
+    a.q_norm = w.vector(prefix + "q_norm.weight", {s.head_dim});
+    a.k_norm = w.vector(prefix + "k_norm.weight", {s.head_dim});
+  }
+  return a;
+}
+
+Tensor self_attention(Context& ctx, const Tensor& x, const AttentionWeights& w,
+                      const AttentionSpec& s, const Tensor& cos, const Tensor& sin,
+                      KVCache::Layer& cache, int64_t pos0) {
+  const int64_t n = x.dim(0);
+  Tensor q = ops::linear(ctx, x, w.q, opt(w.q_bias)).reshape({n, s.heads, s.head_dim});
+  Tensor k = ops::linear(ctx, x, w.k, opt(w.k_bias)).reshape({n, s.kv_heads, s.head_dim});
+  Tensor v = ops::linear(ctx, x, w.v, opt(w.v_bias)).reshape({n, s.kv_heads, s.head_dim});
+  if (s.qk_norm) {
+    q = ops::rms_norm(q, w.q_norm, s.norm_eps);
+    k = ops::rms_norm(k, w.k_norm, s.norm_eps);
+  }
+  ops::rope(q, cos, sin);
+  ops::rope(k, cos, sin);
+  ops::write_rows(cache.k, k, pos0);
+  ops::write_rows(cache.v, v, pos0);
+  const float scale = s.scale != 0 ? s.scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  Tensor out = ops::attention(ctx, q, cache.k, cache.v, pos0, s.window, scale);
+  return ops::linear(ctx, out.reshape({n, s.heads * s.head_dim}), w.o, opt(w.o_bias));
+}
+
+GatedMlpWeights load_gated_mlp(Weights& w, const std::string& prefix, int64_t hidden,
+                               int64_t intermediate, bool bias) {
+  GatedMlpWeights m;
+  m.gate = w.matrix(prefix + "gate_proj.weight", {intermediate, hidden});
+  m.up = w.matrix(prefix + "up_proj.weight", {intermediate, hidden});
+  m.down = w.matrix(prefix + "down_proj.weight", {hidden, intermediate});
+  if (bias) {
+    m.gate_bias = w.vector(prefix + "gate_proj.bias", {intermediate});
+    m.up_bias = w.vector(prefix + "up_proj.bias", {intermediate});
+    m.down_bias = w.vector(prefix + "down_proj.bias", {hidden});
+  }
+  return m;
+}
+
+Tensor swiglu_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w) {
+  Tensor gate = ops::linear(ctx, x, w.gate, opt(w.gate_bias));
+  Tensor up = ops::linear(ctx, x, w.up, opt(w.up_bias));
+  return ops::linear(ctx, ops::silu_mul(gate, up), w.down, opt(w.down_bias));
+}
+
+Tensor last_row(const Tensor& x) {
+  const int64_t dim = x.dim(-1);
+  Tensor y = Tensor::zeros(DType::F32, {1, dim});
+  std::memcpy(y.mut<float>(), x.data<float>() + (x.numel() - dim), dim * sizeof(float));
+  return y;
+}
+
+Tensor load_lm_head(Weights& w, bool tied, const Tensor& embed, int64_t vocab, int64_t hidden) {
+  if (!tied) return w.matrix("lm_head.weight", {vocab, hidden});
+  w.ignore("lm_head.weight");  // some tied checkpoints still store a copy; transformers ties it
+  return embed.dtype() == w.matrix_dtype() ? embed : embed.to(w.matrix_dtype());
+}
+
+}  // namespace lathe

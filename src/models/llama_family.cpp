@@ -1,0 +1,156 @@
+#include "models/llama_family.h"
+
+#include "core/error.h"
+
+namespace lathe {
+namespace {
+
+class LlamaFamilyModel : public Model {
+ public:
+  LlamaFamilyModel(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
+      : cfg_(std::move(cfg)), rope_(cfg_.rope) {
+    Weights w(ckpt, opts.dtype);
+    const int64_t h = cfg_.hidden_size;
+    embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
+    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+      const std::string p = cat("model.layers.", i, ".");
+      Layer l;
+      l.spec = cfg_.attention;
+      l.spec.window = cfg_.layer_windows.at(i);
+      l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
+      l.attn = load_attention(w, p + "self_attn.", l.spec);
+      l.mlp_norm = w.vector(p + "post_attention_layernorm.weight", {h});
+      l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size, cfg_.mlp_bias);
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = w.vector("model.norm.weight", {h});
+    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
+    w.finish(cfg_.architecture);
+
+    info_.architecture = cfg_.architecture;
+    info_.vocab_size = cfg_.vocab_size;
+    info_.hidden_size = h;
+    info_.num_layers = cfg_.num_layers;
+    info_.kv_heads = cfg_.attention.kv_heads;
+    info_.head_dim = cfg_.attention.head_dim;
+    info_.max_position_embeddings = cfg_.max_position_embeddings;
+    info_.weight_dtype = w.matrix_dtype();
+  }
+
+  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
+                 const Trace* trace) const override {
+    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
+    if (n == 0) fail("forward: no tokens");
+    if (pos0 + n > cache.max_seq)
+      fail("sequence of ", pos0 + n, " tokens exceeds the KV cache of ", cache.max_seq,
+           " positions (raise --max-seq)");
+    Tensor cos, sin;
+    rope_.tables(pos0, n, &cos, &sin);
+    Tensor x = ops::embedding(embed_, ids);
+    record(trace, "embed", x);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& l = layers_[i];
+      Tensor a = self_attention(ctx, ops::rms_norm(x, l.attn_norm, cfg_.rms_norm_eps), l.attn,
+                                l.spec, cos, sin, cache.layers[i], pos0);
+      ops::add_inplace(x, a);
+      ops::add_inplace(x, swiglu_mlp(ctx, ops::rms_norm(x, l.mlp_norm, cfg_.rms_norm_eps), l.mlp));
+      record(trace, cat("layer.", i, ".out"), x);
+    }
+    cache.length = pos0 + n;
+    Tensor normed = ops::rms_norm(all_logits ? x : last_row(x), final_norm_, cfg_.rms_norm_eps);
+    record(trace, "final_norm", normed);
+    return ops::linear(ctx, normed, lm_head_);
+  }
+
+ private:
+  struct Layer {
+    AttentionSpec spec;
+    Tensor attn_norm, mlp_norm;
+    AttentionWeights attn;
+    GatedMlpWeights mlp;
+  };
+  LlamaFamilyConfig cfg_;
+  Rope rope_;
+  Tensor embed_, final_norm_, lm_head_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> build_llama_family(const Checkpoint& ckpt, const LlamaFamilyConfig& cfg,
+                                          const ModelOptions& opts) {
+  return std::make_unique<LlamaFamilyModel>(ckpt, cfg, opts);
+}
+
+LlamaFamilyConfig read_llama_family_config(const Checkpoint& ckpt, const LlamaFamilyDefaults& d) {
+  JsonFields f(ckpt.config(), ckpt.config_path());
+  LlamaFamilyConfig c;
+  c.architecture = ckpt.architecture();
+  c.vocab_size = f.get_or<int64_t>("vocab_size", d.vocab_size);
+  c.hidden_size = f.get_or<int64_t>("hidden_size", d.hidden_size);
+  c.intermediate_size = f.get_or<int64_t>("intermediate_size", d.intermediate_size);
+  c.num_layers = f.get_or<int64_t>("num_hidden_layers", d.num_layers);
+  c.max_position_embeddings =
+      f.get_or<int64_t>("max_position_embeddings", d.max_position_embeddings);
+  c.rms_norm_eps = static_cast<float>(f.get_or<double>("rms_norm_eps", 1e-6));
+  c.tie_word_embeddings = f.get_or<bool>("tie_word_embeddings", d.tie_word_embeddings);
+  c.mlp_bias = f.get_or<bool>("mlp_bias", false);
+
+  const std::string act = f.get_or<std::string>("hidden_act", "silu");
+  if (act != "silu")
+    fail(f.origin(), ": field \"hidden_act\" is \"", act, "\"; ", c.architecture,
+         " in lathe implements \"silu\"");
+
+  AttentionSpec& a = c.attention;
+  a.hidden = c.hidden_size;
+  a.heads = f.get_or<int64_t>("num_attention_heads", d.heads);
+  a.kv_heads = f.has("num_key_value_heads") ? f.get<int64_t>("num_key_value_heads")
+                                            : d.kv_heads.value_or(a.heads);
+  if (a.heads <= 0 || c.hidden_size <= 0)
+    fail(f.origin(), ": num_attention_heads and hidden_size must be positive");
+  a.head_dim =
+      f.has("head_dim") ? f.get<int64_t>("head_dim") : d.head_dim.value_or(c.hidden_size / a.heads);
+  a.norm_eps = c.rms_norm_eps;
+  for (auto [name, v] : {std::pair{"vocab_size", c.vocab_size},
+                         {"intermediate_size", c.intermediate_size},
+                         {"num_hidden_layers", c.num_layers},
+                         {"num_key_value_heads", a.kv_heads},
+                         {"head_dim", a.head_dim},
+                         {"max_position_embeddings", c.max_position_embeddings}})
+    if (v <= 0 || v > (int64_t{1} << 31))
+      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
+  if (a.heads % a.kv_heads != 0)
+    fail(f.origin(), ": num_attention_heads ", a.heads,
+         " is not a multiple of num_key_value_heads ", a.kv_heads);
+  c.layer_windows.assign(static_cast<size_t>(c.num_layers), 0);
+  c.rope = read_rope_config(f, a.head_dim, c.max_position_embeddings);
+  return c;
+}
+
+std::vector<int64_t> read_qwen_layer_windows(const JsonFields& f, int64_t num_layers) {
+  const bool use = f.get_or<bool>("use_sliding_window", false);
+  const int64_t window = f.get_or<int64_t>("sliding_window", 4096);
+  const int64_t max_window_layers = f.get_or<int64_t>("max_window_layers", 28);
+  std::vector<int64_t> windows(static_cast<size_t>(num_layers), 0);
+  if (f.has("layer_types")) {
+    const Json& types = f.at("layer_types");
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != num_layers)
+      fail(f.origin(), ": field \"layer_types\" must list ", num_layers, " layer types");
+    for (int64_t i = 0; i < num_layers; ++i) {
+      const Json& t = types[i];
+      if (t == "sliding_attention") {
+        if (!use) continue;  // transformers drops the window unless use_sliding_window is set
+        windows[i] = window;
+      } else if (t != "full_attention") {
+        fail(f.origin(), ": layer_types[", i, "] is ", t.dump(),
+             "; lathe implements full_attention and sliding_attention");
+      }
+    }
+    return windows;
+  }
+  if (use)
+    for (int64_t i = max_window_layers; i < num_layers; ++i) windows[i] = window;
+  return windows;
+}
+
+}  // namespace lathe

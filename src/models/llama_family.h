@@ -1,0 +1,44 @@
+// The decoder that Llama, Mistral, Qwen2 and Qwen3 share (transformers builds the latter three
+// from LlamaModel through its modular files): pre-norm RMSNorm blocks, rotary grouped-query
+// attention, SwiGLU MLP. What differs between them is their config reading, which fills a
+// LlamaFamilyConfig in each architecture's own file.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "models/builder.h"
+
+namespace lathe {
+
+struct LlamaFamilyConfig {
+  std::string architecture;
+  int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_layers = 0;
+  int64_t max_position_embeddings = 0;
+  float rms_norm_eps = 1e-6f;
+  bool tie_word_embeddings = false;
+  bool mlp_bias = false;
+  AttentionSpec attention;             // shared by every layer but for the window
+  std::vector<int64_t> layer_windows;  // per layer: 0, or the sliding window
+  RopeConfig rope;
+};
+
+std::unique_ptr<Model> build_llama_family(const Checkpoint& ckpt, const LlamaFamilyConfig& cfg,
+                                          const ModelOptions& opts);
+
+// Fields common to the family, read with the given architecture defaults. Each model file
+// overrides what its transformers config class does differently.
+struct LlamaFamilyDefaults {
+  int64_t vocab_size, hidden_size, intermediate_size, num_layers, heads;
+  std::optional<int64_t> kv_heads;  // unset: equal to heads
+  std::optional<int64_t> head_dim;  // unset: hidden_size / heads
+  int64_t max_position_embeddings;
+  bool tie_word_embeddings = false;
+};
+LlamaFamilyConfig read_llama_family_config(const Checkpoint& ckpt, const LlamaFamilyDefaults& d);
+
+// Reads use_sliding_window / sliding_window / max_window_layers / layer_types as Qwen2Config
+// and Qwen3Config turn them into per-layer windows.
+std::vector<int64_t> read_qwen_layer_windows(const JsonFields& cfg, int64_t num_layers);
+
+}  // namespace lathe

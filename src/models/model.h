@@ -1,0 +1,74 @@
+// The interface every architecture implements, and the state a forward pass works on.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/checkpoint.h"
+#include "ops/ops.h"
+
+namespace lathe {
+
+struct ModelOptions {
+  // Storage type of the large weight matrices: F32 or BF16. Unset: the checkpoint's own
+  // (F16 checkpoints compute from F32). Norms, biases and activations are always F32.
+  std::optional<DType> dtype;
+};
+
+// Called with every named intermediate ("embed", "layer.3.out", "final_norm") when set, so
+// tools can compare a run layer by layer with the reference.
+using Trace = std::function<void(const std::string& name, const Tensor& value)>;
+
+// Static KV cache: per layer, keys and values [max_seq, kv_heads, head_dim] allocated once.
+struct KVCache {
+  struct Layer {
+    Tensor k, v;
+  };
+  std::vector<Layer> layers;
+  int64_t max_seq = 0;
+  int64_t length = 0;  // positions filled so far
+
+  KVCache() = default;
+  KVCache(int64_t layers, int64_t max_seq, int64_t kv_heads, int64_t head_dim);
+  void clear() { length = 0; }
+  uint64_t bytes() const;
+};
+
+// What a caller needs to know about a loaded model.
+struct ModelInfo {
+  std::string architecture;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_position_embeddings = 0;
+  DType weight_dtype = DType::F32;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  const ModelInfo& info() const { return info_; }
+
+  KVCache new_cache(int64_t max_seq) const {
+    return KVCache(info_.num_layers, max_seq, info_.kv_heads, info_.head_dim);
+  }
+
+  // Runs `ids` at positions [cache.length, cache.length + ids.size()), appends their keys
+  // and values to the cache, and returns logits [ids.size(), vocab] when all_logits is set,
+  // else [1, vocab] for the last position only.
+  virtual Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache,
+                         bool all_logits, const Trace* trace = nullptr) const = 0;
+
+ protected:
+  ModelInfo info_;
+};
+
+}  // namespace lathe

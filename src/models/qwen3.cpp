@@ -1,0 +1,26 @@
+// Qwen3ForCausalLM: transformers/models/qwen3. Qwen2 without q/k/v biases (unless
+// attention_bias), with RMSNorm of q and k per head before rotary, and head_dim default 128.
+#include "models/llama_family.h"
+#include "models/registry.h"
+
+namespace lathe {
+
+std::unique_ptr<Model> load_qwen3(const Checkpoint& ckpt, const ModelOptions& opts) {
+  // Qwen3Config defaults.
+  LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 151936,
+                                                        .hidden_size = 4096,
+                                                        .intermediate_size = 22016,
+                                                        .num_layers = 32,
+                                                        .heads = 32,
+                                                        .kv_heads = 32,
+                                                        .head_dim = 128,
+                                                        .max_position_embeddings = 32768,
+                                                        .tie_word_embeddings = false});
+  JsonFields f(ckpt.config(), ckpt.config_path());
+  c.attention.qkv_bias = c.attention.o_bias = f.get_or<bool>("attention_bias", false);
+  c.attention.qk_norm = true;
+  c.layer_windows = read_qwen_layer_windows(f, c.num_layers);
+  return build_llama_family(ckpt, c, opts);
+}
+
+}  // namespace lathe

@@ -1,0 +1,34 @@
+// Which architectures lathe runs: config.json's "architectures"[0] -> a loader.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+
+namespace lathe {
+
+using ModelLoader = std::unique_ptr<Model> (*)(const Checkpoint&, const ModelOptions&);
+
+struct ArchitectureEntry {
+  const char* name;        // Hugging Face class name, e.g. "LlamaForCausalLM"
+  const char* model_type;  // config.json model_type, e.g. "llama"
+  ModelLoader load;
+};
+
+// Every supported architecture, in the order the docs list them.
+const std::vector<ArchitectureEntry>& architectures();
+const ArchitectureEntry* find_architecture(const std::string& name);
+
+// Loads the model a checkpoint's config names. Throws lathe::Error naming config.json's
+// "architectures" field when it is missing or unsupported.
+std::unique_ptr<Model> load_model(const Checkpoint& ckpt, const ModelOptions& opts);
+
+// Loader functions, one per model file.
+std::unique_ptr<Model> load_llama(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_mistral(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_qwen2(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_qwen3(const Checkpoint&, const ModelOptions&);
+
+}  // namespace lathe

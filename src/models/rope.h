@@ -1,0 +1,55 @@
+// Rotary position embeddings and their scaling kinds, as transformers' modeling_rope_utils
+// computes them (inverse frequencies in f32, cos/sin times an attention factor).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/json.h"
+
+namespace lathe {
+
+enum class RopeKind { Default, Linear, Dynamic, Yarn, Llama3, LongRope };
+
+struct RopeConfig {
+  RopeKind kind = RopeKind::Default;
+  double theta = 10000.0;
+  int64_t head_dim = 0;
+  int64_t rot_dim = 0;  // head_dim * partial_rotary_factor
+  int64_t max_position_embeddings = 0;
+  int64_t original_max_position_embeddings = 0;
+  double factor = 1.0;
+  // yarn
+  std::optional<double> attention_factor;
+  double beta_fast = 32, beta_slow = 1;
+  std::optional<double> mscale, mscale_all_dim;
+  bool truncate = true;
+  // llama3
+  double low_freq_factor = 1, high_freq_factor = 4;
+  // longrope
+  std::vector<double> long_factor, short_factor;
+};
+
+// Reads rope_parameters (transformers >= 5) or the legacy rope_theta + rope_scaling fields of
+// config.json. An unknown rope type or a missing required field is an error naming it.
+RopeConfig read_rope_config(const JsonFields& cfg, int64_t head_dim,
+                            int64_t max_position_embeddings, double default_theta = 10000.0);
+
+class Rope {
+ public:
+  explicit Rope(RopeConfig config) : config_(std::move(config)) {}
+  const RopeConfig& config() const { return config_; }
+
+  // cos and sin [n, rot_dim / 2] for positions pos0 .. pos0 + n - 1. Dynamic and longrope
+  // scaling depend on the sequence length so far, pos0 + n, as in transformers.
+  void tables(int64_t pos0, int64_t n, Tensor* cos, Tensor* sin) const;
+
+  // Inverse frequencies (rot_dim / 2) and attention factor for a sequence of seq_len.
+  std::vector<float> inv_freq(int64_t seq_len, float* attention_factor) const;
+
+ private:
+  RopeConfig config_;
+};
+
+}  // namespace lathe

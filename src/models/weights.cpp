@@ -1,0 +1,84 @@
+#include "models/weights.h"
+
+#include "core/error.h"
+
+namespace lathe {
+namespace {
+
+DType default_matrix_dtype(const Checkpoint& ckpt) {
+  // The dtype most of the checkpoint's bytes are in decides; F16 computes from F32.
+  uint64_t bf16 = 0, other = 0;
+  for (const auto& name : ckpt.tensor_names()) {
+    const auto& e = ckpt.entry(name);
+    (e.dtype_name == "BF16" ? bf16 : other) += e.end - e.begin;
+  }
+  return bf16 > other ? DType::BF16 : DType::F32;
+}
+
+std::string join_names(const std::vector<std::string>& names, size_t limit) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < limit; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > limit) out += cat(", ... (", names.size(), " in all)");
+  return out;
+}
+
+}  // namespace
+
+Weights::Weights(const Checkpoint& ckpt, std::optional<DType> matrix_dtype)
+    : ckpt_(ckpt), matrix_dtype_(matrix_dtype.value_or(default_matrix_dtype(ckpt))) {
+  if (matrix_dtype_ != DType::F32 && matrix_dtype_ != DType::BF16)
+    fail("weights can be computed in f32 or bf16, not ", dtype_name(matrix_dtype_));
+  // Non-persistent rotary buffers that old checkpoints carry; transformers ignores them.
+  ignore_if([](const std::string& n) { return n.ends_with("rotary_emb.inv_freq"); });
+}
+
+void Weights::ignore_if(const std::function<bool(const std::string&)>& pred) {
+  for (const auto& name : ckpt_.tensor_names())
+    if (pred(name)) used_.insert(name);
+}
+
+Tensor Weights::fetch(const std::string& name, const Shape& shape, DType want) {
+  used_.insert(name);
+  if (!ckpt_.has(name)) {
+    missing_.push_back(name);
+    return Tensor::zeros(want, shape);  // placeholder; finish() reports it
+  }
+  const SafetensorsEntry& e = ckpt_.entry(name);
+  if (e.shape != shape) {
+    problems_.push_back(cat("tensor \"", name, "\" in ", ckpt_.file_of(name), " has shape ",
+                            shape_str(e.shape), ", expected ", shape_str(shape)));
+    return Tensor::zeros(want, shape);
+  }
+  Tensor t = ckpt_.tensor(name);
+  if (t.dtype() == DType::I32) {
+    problems_.push_back(cat("tensor \"", name, "\" in ", ckpt_.file_of(name),
+                            " holds integers, expected floating point"));
+    return Tensor::zeros(want, shape);
+  }
+  return t.to(want);  // no copy when already `want`
+}
+
+Tensor Weights::matrix(const std::string& name, const Shape& shape) {
+  return fetch(name, shape, matrix_dtype_);
+}
+
+Tensor Weights::vector(const std::string& name, const Shape& shape) {
+  return fetch(name, shape, DType::F32);
+}
+
+void Weights::finish(const std::string& architecture) const {
+  std::vector<std::string> unused;
+  for (const auto& name : ckpt_.tensor_names())
+    if (!used_.count(name)) unused.push_back(name);
+  std::string msg;
+  if (!missing_.empty())
+    msg += cat(ckpt_.dir().string(), ": missing tensors for ", architecture, ": ",
+               join_names(missing_, 8));
+  for (const auto& p : problems_) msg += (msg.empty() ? "" : "; ") + p;
+  if (!unused.empty())
+    msg += cat(msg.empty() ? "" : "; ", ckpt_.dir().string(), ": tensors ", architecture,
+               " does not use: ", join_names(unused, 8));
+  if (!msg.empty()) throw Error(msg);
+}
+
+}  // namespace lathe

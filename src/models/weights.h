@@ -1,0 +1,45 @@
+// Fetching a model's weights from a checkpoint by their Hugging Face names, with every
+// problem collected so that one error lists all missing, misshapen and unused tensors.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "io/checkpoint.h"
+
+namespace lathe {
+
+class Weights {
+ public:
+  // `matrix_dtype`: storage for matrices (F32 or BF16); unset keeps the checkpoint's own.
+  Weights(const Checkpoint& ckpt, std::optional<DType> matrix_dtype);
+
+  // A 2-D weight of a linear layer or embedding: stays mapped when already in the matrix
+  // dtype, else converted once here.
+  Tensor matrix(const std::string& name, const Shape& shape);
+  // A norm weight or bias, always F32 (small; converted when stored otherwise).
+  Tensor vector(const std::string& name, const Shape& shape);
+  bool has(const std::string& name) const { return ckpt_.has(name); }
+  // Marks a tensor the reference implementation also ignores (e.g. a tied lm_head copy).
+  void ignore(const std::string& name) { used_.insert(name); }
+  void ignore_if(const std::function<bool(const std::string&)>& pred);
+
+  // Throws lathe::Error listing every missing or misshapen tensor and every tensor of the
+  // checkpoint that the model did not use.
+  void finish(const std::string& architecture) const;
+
+  DType matrix_dtype() const { return matrix_dtype_; }
+
+ private:
+  Tensor fetch(const std::string& name, const Shape& shape, DType want);
+
+  const Checkpoint& ckpt_;
+  DType matrix_dtype_;
+  std::set<std::string> used_;
+  std::vector<std::string> missing_;
+  std::vector<std::string> problems_;
+};
+
+}  // namespace lathe

@@ -1,0 +1,46 @@
+// Op front ends: each checks its inputs' shapes and dtypes once, then dispatches to a
+// backend kernel (today the CPU; src/backends/cuda later). Activations are F32 tensors;
+// weights of linear layers may be F32 or BF16.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace lathe {
+
+// Where and how ops run. Passed to every op (no global state).
+struct Context {
+  ThreadPool* pool = nullptr;
+  bool reference_kernels = false;  // use the portable reference kernels (tests, debugging)
+};
+
+namespace ops {
+
+// x[m, k] . w[n, k]^T + bias[n]  ->  [m, n]    (transformers nn.Linear)
+Tensor linear(Context& ctx, const Tensor& x, const Tensor& w, const Tensor* bias = nullptr);
+// Root-mean-square norm over the last dimension; `offset` is added to the weight (1 for
+// Gemma-style norms that store weight - 1, 0 otherwise).
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps, float offset = 0.0f);
+// silu(gate) * up, elementwise.
+Tensor silu_mul(const Tensor& gate, const Tensor& up);
+// a + b, elementwise (same shapes).
+Tensor add(const Tensor& a, const Tensor& b);
+void add_inplace(Tensor& a, const Tensor& b);
+// Rows of `table` [vocab, dim] for each id -> [ids, dim] (F32). Ids are range-checked.
+Tensor embedding(const Tensor& table, std::span<const int32_t> ids);
+// Rotary embedding in place on x[tokens, heads, head_dim] with cos/sin [tokens, rot/2].
+void rope(Tensor& x, const Tensor& cos, const Tensor& sin);
+// Causal attention of q[tokens, heads, head_dim] over caches [max_seq, kv_heads, head_dim]
+// holding positions [0, pos0 + tokens); window 0 means no sliding window.
+Tensor attention(Context& ctx, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                 int64_t pos0, int64_t window, float scale);
+
+// Copies rows [0, tokens) of src[tokens, ...] into dst at row `at` (the KV cache append).
+void write_rows(Tensor& dst, const Tensor& src, int64_t at);
+
+}  // namespace ops
+}  // namespace lathe

@@ -1,0 +1,103 @@
+// Fast kernels against the portable reference kernels, per weight dtype.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "lab/compare.h"
+#include "ops/ops.h"
+
+namespace lathe {
+namespace {
+
+Tensor random_tensor(Shape shape, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  Tensor t = Tensor::zeros(DType::F32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.mut<float>()[i] = u(rng);
+  return t;
+}
+
+double nmse_of(const Tensor& a, const Tensor& b) {
+  return nmse({a.data<float>(), static_cast<size_t>(a.numel())},
+              {b.data<float>(), static_cast<size_t>(b.numel())});
+}
+
+struct MatmulCase {
+  int64_t m, n, k;
+  DType w;
+};
+
+class MatmulTest : public ::testing::TestWithParam<MatmulCase> {};
+
+TEST_P(MatmulTest, FastMatchesReference) {
+  const auto [m, n, k, wdtype] = GetParam();
+  ThreadPool pool(3);
+  Context fast{&pool, false}, ref{&pool, true};
+  Tensor x = random_tensor({m, k}, 1);
+  Tensor w = random_tensor({n, k}, 2).to(wdtype);
+  Tensor b = random_tensor({n}, 3);
+  Tensor yf = ops::linear(fast, x, w, &b);
+  Tensor yr = ops::linear(ref, x, w, &b);
+  ASSERT_EQ(yf.shape(), (Shape{m, n}));
+  EXPECT_LT(nmse_of(yf, yr), 1e-12);
+  // The reference itself against a double-precision sum.
+  Tensor wf = w.to(DType::F32);
+  double worst = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = b.data<float>()[j];
+      for (int64_t p = 0; p < k; ++p)
+        s += static_cast<double>(x.data<float>()[i * k + p]) * wf.data<float>()[j * k + p];
+      worst = std::max(worst, std::fabs(s - yr.data<float>()[i * n + j]));
+    }
+  EXPECT_LT(worst, 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MatmulTest,
+    ::testing::Values(MatmulCase{1, 1, 1, DType::F32}, MatmulCase{1, 7, 13, DType::F32},
+                      MatmulCase{3, 9, 64, DType::F32}, MatmulCase{5, 33, 70, DType::BF16},
+                      MatmulCase{2, 64, 576, DType::BF16}, MatmulCase{17, 5, 31, DType::BF16}));
+
+TEST(Attention, FastMatchesReferenceWithWindowAndGqa) {
+  ThreadPool pool(2);
+  Context fast{&pool, false}, ref{&pool, true};
+  const int64_t max_seq = 12, kvh = 2, heads = 6, hd = 8;
+  Tensor k = random_tensor({max_seq, kvh, hd}, 4), v = random_tensor({max_seq, kvh, hd}, 5);
+  Tensor q = random_tensor({4, heads, hd}, 6);
+  for (int64_t window : {0, 3}) {
+    Tensor a = ops::attention(fast, q, k, v, 5, window, 0.3f);
+    Tensor b = ops::attention(ref, q, k, v, 5, window, 0.3f);
+    EXPECT_LT(nmse_of(a, b), 1e-12);
+  }
+  // A window of one: each query sees only its own position, so the output is that value row.
+  Tensor one = ops::attention(ref, q, k, v, 5, 1, 0.3f);
+  for (int64_t d = 0; d < hd; ++d)
+    EXPECT_FLOAT_EQ(one.data<float>()[d], v.data<float>()[(5 * kvh + 0) * hd + d]);
+}
+
+TEST(RmsNorm, MatchesDefinition) {
+  Tensor x = random_tensor({2, 5}, 7), w = random_tensor({5}, 8);
+  Tensor y = ops::rms_norm(x, w, 1e-5f);
+  for (int r = 0; r < 2; ++r) {
+    double ss = 0;
+    for (int i = 0; i < 5; ++i) ss += std::pow(x.data<float>()[r * 5 + i], 2);
+    const double inv = 1 / std::sqrt(ss / 5 + 1e-5);
+    for (int i = 0; i < 5; ++i)
+      EXPECT_NEAR(y.data<float>()[r * 5 + i], w.data<float>()[i] * x.data<float>()[r * 5 + i] * inv,
+                  1e-6);
+  }
+}
+
+TEST(Embedding, RejectsOutOfRangeIds) {
+  Tensor table = random_tensor({4, 3}, 9);
+  const int32_t bad[] = {4};
+  EXPECT_THROW(ops::embedding(table, bad), std::exception);
+  const int32_t good[] = {3, 0};
+  Tensor e = ops::embedding(table.to(DType::BF16), good);
+  EXPECT_EQ(e.data<float>()[0], bf16_to_f32(f32_to_bf16(table.data<float>()[9])));
+}
+
+}  // namespace
+}  // namespace lathe

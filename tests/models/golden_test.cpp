@@ -1,0 +1,73 @@
+// Every tiny fixture against the goldens transformers (f32, CPU) made for it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "lab/golden_check.h"
+#include "support/run.h"
+
+namespace lathe {
+namespace {
+namespace fs = std::filesystem;
+
+std::vector<std::string> fixture_names() {
+  std::vector<std::string> names;
+  for (const auto& e :
+       fs::directory_iterator(std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/tiny"))
+    if (fs::exists(e.path() / "goldens.json")) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+class Golden : public ::testing::TestWithParam<std::string> {
+ protected:
+  GoldenCheck run(const TinyBuildOptions& build, std::optional<DType> dtype, bool reference) {
+    ThreadPool pool(2);
+    Context ctx{&pool, reference};
+    return check_golden_fixture(testing::fixture_dir(GetParam()), dir.path(), build, dtype, ctx);
+  }
+  testing::ScratchDir dir{"golden"};
+};
+
+void expect_f32_match(const GoldenCheck& r) {
+  EXPECT_LE(r.logits.nmse, kGoldenF32Nmse) << r.name << " max abs error " << r.logits.max_abs_error;
+  EXPECT_EQ(r.logits.top1_agreement, 1.0);
+  EXPECT_FALSE(r.layers.first_diverging) << "first diverging layer: " << *r.layers.first_diverging;
+  EXPECT_GE(r.layers.layers.size(), 3u);  // embed, at least one layer, final norm compared
+  EXPECT_EQ(r.greedy_actual, r.greedy_reference)
+      << "first mismatch at " << r.first_token_mismatch.value_or(-1);
+  // The goldens are only a test if greedy choices were clear: every reference margin is far
+  // above f32 rounding (see tools/reference/make_tiny.py for how weights are scaled).
+  for (double m : r.greedy_margins) EXPECT_GT(m, 1e-3);
+}
+
+TEST_P(Golden, F32MatchesTransformers) {
+  expect_f32_match(run({}, DType::F32, false));
+}
+
+TEST_P(Golden, ReferenceKernelsMatchTransformers) {
+  expect_f32_match(run({}, DType::F32, true));
+}
+
+TEST_P(Golden, ShardedCheckpointMatchesTransformers) {
+  expect_f32_match(run({.dtype = DType::F32, .shards = 3}, std::nullopt, false));
+}
+
+TEST_P(Golden, Bf16WithinTolerance) {
+  const GoldenCheck r = run({.dtype = DType::BF16}, std::nullopt, false);
+  EXPECT_LE(r.logits.nmse, kGoldenBf16Nmse) << r.name;
+  EXPECT_GE(r.logits.top1_agreement, 0.9) << r.name;
+  EXPECT_GT(r.logits.nmse, 0.0) << "bf16 weights should not match f32 exactly";
+}
+
+TEST_P(Golden, F16CheckpointComputesInF32) {
+  // F16 storage converts to F32 on load; rounding to f16 (11-bit mantissa) is small.
+  const GoldenCheck r = run({.dtype = DType::F16}, std::nullopt, false);
+  EXPECT_LE(r.logits.nmse, 1e-4) << r.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, Golden, ::testing::ValuesIn(fixture_names()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace lathe

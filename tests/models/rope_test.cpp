@@ -1,0 +1,59 @@
+// Rotary configuration reading: legacy and current config layouts, and errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "models/rope.h"
+
+namespace lathe {
+namespace {
+
+RopeConfig read(const std::string& text, int64_t head_dim = 16, int64_t max_pos = 64) {
+  static Json j;
+  j = Json::parse(text);
+  return read_rope_config(JsonFields(j, "config.json"), head_dim, max_pos);
+}
+
+TEST(Rope, LegacyAndCurrentLayoutsAgree) {
+  const RopeConfig a =
+      read(R"({"rope_theta": 500.0, "rope_scaling": {"type": "linear", "factor": 2}})");
+  const RopeConfig b =
+      read(R"({"rope_parameters": {"rope_type": "linear", "rope_theta": 500.0, "factor": 2}})");
+  EXPECT_EQ(a.kind, RopeKind::Linear);
+  EXPECT_EQ(b.kind, RopeKind::Linear);
+  EXPECT_EQ(a.theta, 500.0);
+  EXPECT_EQ(b.theta, 500.0);
+  float sa, sb;
+  EXPECT_EQ(Rope(a).inv_freq(10, &sa), Rope(b).inv_freq(10, &sb));
+}
+
+TEST(Rope, DefaultFrequencies) {
+  const RopeConfig c = read(R"({})", 8);
+  float scale = 0;
+  const auto f = Rope(c).inv_freq(1, &scale);
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_EQ(scale, 1.0f);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(f[i], std::pow(10000.0, -2.0 * i / 8), 1e-7);
+}
+
+TEST(Rope, DynamicGrowsBaseOnlyPastMaxPositions) {
+  const Rope r(read(R"({"rope_scaling": {"rope_type": "dynamic", "factor": 2}})", 16, 16));
+  float s;
+  const auto base = r.inv_freq(16, &s), longer = r.inv_freq(32, &s);
+  EXPECT_EQ(base, Rope(read("{}", 16, 16)).inv_freq(16, &s));
+  EXPECT_LT(longer.back(), base.back());
+}
+
+TEST(Rope, Errors) {
+  EXPECT_THROW(read(R"({"rope_scaling": {"rope_type": "spiral"}})"), Error);
+  EXPECT_THROW(read(R"({"rope_scaling": {"rope_type": "linear"}})"), Error);  // factor missing
+  EXPECT_THROW(
+      read(
+          R"({"rope_scaling": {"rope_type": "longrope", "long_factor": [1], "short_factor": [1]}})"),
+      Error);  // needs head_dim / 2 factors
+  EXPECT_THROW(read(R"({"partial_rotary_factor": 0.01})"), Error);
+}
+
+}  // namespace
+}  // namespace lathe

@@ -1,0 +1,54 @@
+"""Counter-based weight generator, reproduced bit for bit by lathe (src/io/tiny_checkpoint.cpp).
+
+Element i of tensor `name` is center + scale * u, where u in [-1, 1) comes from splitmix64 of
+(seed XOR fnv1a64(name)) + (i + 1) * golden-ratio constant, keeping 24 bits so u is exact in
+float32. The value is computed in float64 and rounded once to float32.
+"""
+import numpy as np
+
+MASK = (1 << 64) - 1
+GOLDEN = 0x9E3779B97F4A7C15
+
+
+def fnv1a64(text: str) -> int:
+    h = 0xCBF29CE484222325
+    for b in text.encode("utf-8"):
+        h ^= b
+        h = (h * 0x100000001B3) & MASK
+    return h
+
+
+def uniform(seed: int, name: str, count: int) -> np.ndarray:
+    """count values in [-1, 1) as float64 (each exactly representable in float32)."""
+    with np.errstate(over="ignore"):
+        i = np.arange(1, count + 1, dtype=np.uint64)
+        z = np.uint64((seed ^ fnv1a64(name)) & MASK) + i * np.uint64(GOLDEN)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    top = (z >> np.uint64(40)).astype(np.float64)
+    return (top - 8388608.0) / 8388608.0
+
+
+def generate(seed: int, name: str, shape, center: float, scale: float) -> np.ndarray:
+    count = int(np.prod(shape)) if len(shape) else 1
+    values = center + scale * uniform(seed, name, count)
+    return values.astype(np.float32).reshape(shape)
+
+
+def init_rule(name: str, shape) -> tuple[float, float]:
+    """(center, scale) for a tensor: unit-variance linears, wide embeddings so greedy
+    choices have clear margins, norms near one, small biases."""
+    if len(shape) == 1:
+        if name.endswith("bias"):
+            return 0.0, 0.2
+        return 1.0, 0.2
+    if "embed_tokens" in name or name.startswith("lm_head"):
+        return 0.0, 1.0
+    fan_in = shape[-1]
+    scale = float(np.sqrt(3.0 / fan_in))
+    # Residual-branch outputs are widened so that layers, not the token's own embedding,
+    # decide the next token (otherwise tied models just repeat their input).
+    if name.endswith(("o_proj.weight", "down_proj.weight")):
+        scale *= 3.0
+    return 0.0, scale

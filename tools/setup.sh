@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what lathe needs to build and test, then builds it. Idempotent: a second run only
+# rebuilds what changed. Usage: tools/setup.sh [--python]
+#   --python  also prepare the Python environment the real-model tests use (no torch).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEB_PACKAGES=(cmake g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libonig-dev libutf8proc-dev libicu-dev python3 python3-venv)
+
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ "${1:-}" = "--python" ]; then
+  # A small environment for building the real SmolLM2 checkpoint (tools/smollm2/): the gguf
+  # reader, numpy, safetensors, tokenizers and transformers' GGUF helpers. No torch.
+  VENV="${LATHE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/venv}"
+  if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+  fi
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r tools/requirements-ci.txt
+fi
+
+BUILD="${LATHE_BUILD:-build}"
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD" -j"$(nproc)"
