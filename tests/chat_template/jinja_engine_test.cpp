@@ -1,0 +1,188 @@
+// Engine conformance: each case of engine_goldens.json (made by jinja2 through
+// tools/chat_template_goldens/make_engine_goldens.py) rendered by lathe's engine.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "io/json.h"
+#include "tokenizer/chat_template/jinja.h"
+
+namespace lathe::jinja {
+namespace {
+
+struct EngineCase {
+  std::string name;
+  OrderedJson json;
+};
+
+std::vector<EngineCase> load_cases() {
+  std::ifstream in(std::string(LATHE_SOURCE_DIR) + "/tests/chat_template/engine_goldens.json");
+  const OrderedJson doc = OrderedJson::parse(in);  // ordered: dict order is part of the output
+  std::vector<EngineCase> cases;
+  for (const auto& c : doc.at("cases")) cases.push_back({c.at("name").get<std::string>(), c});
+  return cases;
+}
+
+void PrintTo(const EngineCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class EngineGolden : public ::testing::TestWithParam<EngineCase> {};
+
+TEST_P(EngineGolden, MatchesJinja2) {
+  const OrderedJson& c = GetParam().json;
+  const std::string tmpl = c.at("template").get<std::string>();
+  const std::string origin = "case:" + GetParam().name;
+  SCOPED_TRACE("template: " + tmpl);
+  if (c.contains("error")) {
+    // jinja2 raised (some at compile time, some while rendering): lathe must raise too.
+    EXPECT_THROW(
+        {
+          Template t(tmpl, origin);
+          t.render(from_json(c.at("vars")));
+        },
+        lathe::Error)
+        << "jinja2: " << c.at("error").get<std::string>();
+    return;
+  }
+  try {
+    Template t(tmpl, origin);
+    EXPECT_EQ(t.render(from_json(c.at("vars"))), c.at("expected").get<std::string>());
+  } catch (const lathe::Error& e) {
+    ADD_FAILURE() << "lathe raised: " << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Jinja2, EngineGolden, ::testing::ValuesIn(load_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+std::string render(const std::string& tmpl, const Json& vars = Json::object(),
+                   const RenderOptions& options = {}) {
+  return Template(tmpl, "test.jinja").render(from_json(vars), options);
+}
+
+std::string error_of(const std::string& tmpl, const RenderOptions& options = {}) {
+  try {
+    render(tmpl, Json::object(), options);
+  } catch (const lathe::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(JinjaErrors, SyntaxErrorNamesOriginLineAndColumn) {
+  EXPECT_EQ(error_of("line one\n{{ 1 + }}"), "test.jinja:2:8: syntax error: unexpected '}}'");
+  EXPECT_NE(
+      error_of("{% if x %}\nabc").find("test.jinja:2:4: syntax error: unexpected end of template"),
+      std::string::npos)
+      << error_of("{% if x %}\nabc");
+  EXPECT_NE(error_of("ab\n  {% frobnicate %}")
+                .find("test.jinja:2:6: syntax error: unknown statement 'frobnicate'"),
+            std::string::npos)
+      << error_of("ab\n  {% frobnicate %}");
+  EXPECT_NE(error_of("{{ 'abc }}").find("test.jinja:1:4: syntax error: unterminated string"),
+            std::string::npos);
+}
+
+TEST(JinjaErrors, UnknownFilterUndefinedMacroAndRaise) {
+  EXPECT_EQ(error_of("\n\n  {{ 1 | nope }}"), "test.jinja:3:10: no filter named 'nope'");
+  EXPECT_EQ(error_of("x\n{{ my_macro(1) }}"), "test.jinja:2:12: 'my_macro' is undefined");
+  EXPECT_EQ(error_of("{{ raise_exception('Roles must alternate') }}"),
+            "test.jinja:1:19: raise_exception: Roles must alternate");
+  EXPECT_EQ(error_of("{{ 1 is nope }}"), "test.jinja:1:9: no test named 'nope'");
+}
+
+TEST(JinjaErrors, FileAccessIsRefused) {
+  EXPECT_NE(error_of("{% include 'x.jinja' %}").find("no file access"), std::string::npos);
+  EXPECT_NE(error_of("{% extends 'x.jinja' %}").find("no file access"), std::string::npos);
+}
+
+TEST(JinjaLimits, LoopIterations) {
+  RenderOptions o;
+  o.limits.max_loop_iterations = 1000;
+  EXPECT_NE(error_of("{% for i in range(10) %}{% for j in range(200) %}{% endfor %}{% endfor %}", o)
+                .find("loop iterations"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ range(100000)|length }}", o).find("loop iterations"), std::string::npos);
+  EXPECT_EQ(render("{% for i in range(10) %}{{ i }}{% endfor %}", Json::object(), o), "0123456789");
+}
+
+TEST(JinjaLimits, OutputSize) {
+  RenderOptions o;
+  o.limits.max_output_bytes = 1000;
+  EXPECT_NE(
+      error_of("{% for i in range(100) %}0123456789abcdef{% endfor %}", o).find("output exceeded"),
+      std::string::npos);
+  EXPECT_NE(error_of("{{ 'x' * 100000 }}", o).find("output exceeded"), std::string::npos);
+  EXPECT_NE(error_of("{% set s = 'abcdefghijklmnopqrstuvwxyz' %}{% set ns = namespace(s=s) %}"
+                     "{% for i in range(10) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+                     o)
+                .find("output exceeded"),
+            std::string::npos);
+}
+
+TEST(JinjaLimits, RecursionDepth) {
+  RenderOptions o;
+  o.limits.max_call_depth = 50;
+  EXPECT_NE(
+      error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", o).find("nested deeper"),
+      std::string::npos);
+  // Parse nesting is bounded too (no stack overflow on hostile input).
+  EXPECT_NE(error_of("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}")
+                .find("nested deeper"),
+            std::string::npos);
+  std::string deep;
+  for (int k = 0; k < 500; ++k) deep += "{% if true %}";
+  EXPECT_NE(error_of(deep).find("nested deeper"), std::string::npos);
+}
+
+TEST(JinjaLimits, DeepValuesAndCycles) {
+  EXPECT_NE(
+      error_of("{% set ns = namespace(v=0) %}{% for i in range(1000) %}{% set ns.v = [ns.v] %}"
+               "{% endfor %}{{ ns.v }}")
+          .find("nested deeper"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of("{% set ns = namespace(v=0) %}{% for i in range(1000) %}{% set ns.v = {'a': ns.v} %}"
+               "{% endfor %}")
+          .find("nested deeper"),
+      std::string::npos);
+  EXPECT_NE(error_of("{% set ns = namespace() %}{% set ns.me = [ns] %}")
+                .find("namespace cannot be stored"),
+            std::string::npos);
+  // Wrapping through loop.previtem is counted too.
+  EXPECT_NE(
+      error_of("{% set ns = namespace(v=0) %}{% for i in range(1000) %}{% for x in [ns.v, 0] %}"
+               "{% if loop.last %}{% set ns.v = [loop] %}{% endif %}{% endfor %}{% endfor %}")
+          .find("nested deeper"),
+      std::string::npos);
+}
+
+TEST(JinjaGlobals, StrftimeNowUsesGivenTime) {
+  std::tm tm{};
+  tm.tm_year = 2024 - 1900;
+  tm.tm_mon = 6;
+  tm.tm_mday = 26;
+  tm.tm_hour = 12;
+  tm.tm_isdst = -1;
+  RenderOptions o;
+  o.now = std::mktime(&tm);
+  EXPECT_EQ(render("{{ strftime_now('%d %b %Y') }}", Json::object(), o), "26 Jul 2024");
+}
+
+TEST(JinjaValues, PythonFloatRepr) {
+  EXPECT_EQ(python_float_repr(1.0), "1.0");
+  EXPECT_EQ(python_float_repr(0.1), "0.1");
+  EXPECT_EQ(python_float_repr(1e-5), "1e-05");
+  EXPECT_EQ(python_float_repr(0.0001), "0.0001");
+  EXPECT_EQ(python_float_repr(1e16), "1e+16");
+  EXPECT_EQ(python_float_repr(1e15), "1000000000000000.0");
+  EXPECT_EQ(python_float_repr(-2.5e-10), "-2.5e-10");
+  EXPECT_EQ(python_float_repr(123.456), "123.456");
+}
+
+}  // namespace
+}  // namespace lathe::jinja
