@@ -1,17 +1,25 @@
-// lathe generate MODEL_DIR --prompt-ids '[1, 2, 3]' [--max-new-tokens N] [--json] ...
+// lathe generate MODEL_DIR (--prompt TEXT [--chat] | --prompt-ids JSON) [--json] ...
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "cli/commands.h"
 #include "core/error.h"
 #include "generate/generate.h"
 #include "io/json.h"
+#include "tokenizer/chat_template/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace lathe {
 
 int cmd_generate(int argc, char** argv) {
   std::vector<OptionSpec> options = {
-      {"prompt-ids", "JSON|@FILE", "the prompt as a JSON list of token ids"},
+      {"prompt", "TEXT", "the prompt text, encoded with the folder's tokenizer.json"},
+      {"prompt-file", "FILE", "read the prompt text from FILE (kept byte for byte)"},
+      {"chat", "", "send --prompt as a user message through the chat template"},
+      {"system", "TEXT", "with --chat: a system message before the user message"},
+      {"prompt-ids", "JSON|@FILE", "the prompt as a JSON list of token ids (no tokenizer needed)"},
       {"max-new-tokens", "N", "tokens to generate (default: generation_config's, else 32)"},
       {"greedy", "", "pick the most likely token (the default unless generation_config samples)"},
       {"sample", "", "sample instead of greedy decoding"},
@@ -21,7 +29,7 @@ int cmd_generate(int argc, char** argv) {
       {"min-p", "P", "drop tokens below P times the top token's probability"},
       {"repetition-penalty", "R", "divide (multiply when negative) logits of seen tokens by R"},
       {"seed", "N", "random seed for sampling (default 0)"},
-      {"json", "", "print one JSON object: prompt ids, generated ids, timings"},
+      {"json", "", "print one JSON object: prompt ids, generated ids, text, timings"},
   };
   for (auto& o : runtime_options()) options.push_back(o);
   Args args("generate", "Generates tokens from a Hugging Face checkpoint folder.", {"MODEL_DIR"},
@@ -31,9 +39,36 @@ int cmd_generate(int argc, char** argv) {
     std::cout << args.usage();
     return 0;
   }
-  if (!args.has("prompt-ids")) throw UsageError("lathe generate: --prompt-ids is required");
-  const auto prompt = parse_ids(*args.get("prompt-ids"), "--prompt-ids");
-  auto rt = load_runtime(args.positionals()[0], args);
+  if (args.has("prompt") + args.has("prompt-file") + args.has("prompt-ids") != 1)
+    throw UsageError("lathe generate: give one of --prompt, --prompt-file or --prompt-ids");
+  std::optional<std::string> text = args.get("prompt");
+  if (auto file = args.get("prompt-file")) text = read_text_file(*file);
+  if ((args.flag("chat") || args.has("system")) && !text)
+    throw UsageError("lathe generate: --chat and --system need --prompt or --prompt-file");
+  const std::filesystem::path dir = args.positionals()[0];
+  // The tokenizer is optional with --prompt-ids: generated text is shown when there is one.
+  std::optional<Tokenizer> tokenizer;
+  if (text || std::filesystem::exists(dir / "tokenizer.json"))
+    tokenizer.emplace(Tokenizer::load(dir));
+  std::vector<int32_t> prompt;
+  if (text) {
+    if (args.flag("chat")) {
+      // As transformers: apply_chat_template(..., add_generation_prompt=True) and encode the
+      // text without adding special tokens again.
+      OrderedJson messages = OrderedJson::array();
+      if (args.has("system"))
+        messages.push_back({{"role", "system"}, {"content", *args.get("system")}});
+      messages.push_back({{"role", "user"}, {"content", *text}});
+      ChatRenderOptions ro;
+      ro.add_generation_prompt = true;
+      prompt = tokenizer->encode(ChatTemplate::load(dir).render(messages, ro), false);
+    } else {
+      prompt = tokenizer->encode(*text, true);
+    }
+  } else {
+    prompt = parse_ids(*args.get("prompt-ids"), "--prompt-ids");
+  }
+  auto rt = load_runtime(dir.string(), args);
   const GenerationConfig& gc = rt->checkpoint.generation();
 
   GenerateOptions go;
@@ -54,10 +89,14 @@ int cmd_generate(int argc, char** argv) {
 
   KVCache cache = rt->model->new_cache(rt->max_seq);
   const bool json = args.flag("json");
+  std::optional<StreamDecoder> stream;
+  if (tokenizer) stream.emplace(*tokenizer, true);
   auto on_token = [&](int32_t id) {
-    if (!json) {
+    if (json) return;
+    if (stream)
+      std::cout << stream->feed(id) << std::flush;
+    else
       std::cout << id << ' ' << std::flush;
-    }
   };
   GenerateResult r = generate(*rt->model, rt->ctx, cache, prompt, go, on_token);
   if (json) {
@@ -67,13 +106,14 @@ int cmd_generate(int argc, char** argv) {
     Json out = {{"prompt_ids", prompt},
                 {"generated_ids", r.tokens},
                 {"stopped_on_eos", r.stopped_on_eos},
+                {"text", tokenizer ? tokenizer->decode(r.tokens, true) : ""},
                 {"timings",
                  {{"prefill_seconds", r.prefill_seconds},
                   {"decode_seconds", r.decode_seconds},
                   {"decode_tokens_per_second", tps}}}};
     std::cout << out.dump() << "\n";
   } else {
-    std::cout << "\n";
+    std::cout << (stream ? stream->finish() : "") << "\n";
   }
   return 0;
 }

@@ -17,6 +17,9 @@ int cmd_generate(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_tiny(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_detokenize(int argc, char** argv);
+int cmd_chat_template(int argc, char** argv);
 
 // Options shared by the commands that run a model.
 std::vector<OptionSpec> runtime_options();
@@ -31,6 +34,9 @@ struct Runtime {
 };
 // Loads MODEL_DIR with --dtype, --threads, --max-seq and --reference-kernels from `args`.
 std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args);
+
+// The whole content of a text file; throws lathe::Error naming it when it cannot be read.
+std::string read_text_file(const std::string& path);
 
 // Parses a JSON list of token ids (text, or @FILE to read it from a file).
 std::vector<int32_t> parse_ids(const std::string& text_or_file, const std::string& what);

@@ -16,6 +16,9 @@ commands:
   generate MODEL_DIR     generate tokens from a prompt
   logits MODEL_DIR       teacher-forced logits of a token sequence, to a safetensors file
   inspect MODEL_DIR      architecture, parameters, memory, and whether lathe supports it
+  tokenize DIR           JSON lines of text in, token ids out (tokenizer.json)
+  detokenize DIR         JSON lines of token ids in, text out
+  chat-template DIR      JSON lines of conversations in, rendered prompts out
   tiny build|check       tiny test checkpoints and their comparison with transformers
 
 exit codes: 0 success, 1 a failure you can act on (the message names the file and field),
@@ -32,6 +35,9 @@ int main(int argc, char** argv) {
     if (cmd == "logits") return cmd_logits(argc, argv);
     if (cmd == "inspect") return cmd_inspect(argc, argv);
     if (cmd == "tiny") return cmd_tiny(argc, argv);
+    if (cmd == "tokenize") return cmd_tokenize(argc, argv);
+    if (cmd == "detokenize") return cmd_detokenize(argc, argv);
+    if (cmd == "chat-template") return cmd_chat_template(argc, argv);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       std::cout << kUsage;
       return 0;

@@ -42,13 +42,17 @@ std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args) 
   return rt;
 }
 
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot read file");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 std::vector<int32_t> parse_ids(const std::string& text_or_file, const std::string& what) {
   std::string text = text_or_file, origin = what;
   if (!text.empty() && text[0] == '@') {
     origin = text.substr(1);
-    std::ifstream in(origin, std::ios::binary);
-    if (!in) fail(origin, ": cannot read ", what);
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    text = read_text_file(origin);
   }
   const Json j = parse_json(text, origin);
   if (!j.is_array()) fail(origin, ": ", what, " must be a JSON list of token ids");

@@ -1,0 +1,58 @@
+// lathe tokenize DIR | detokenize DIR | chat-template DIR: JSON lines in, JSON lines out.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "tokenizer/chat_template/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace lathe {
+namespace {
+
+Args text_args(const std::string& command, const std::string& summary) {
+  return Args(command, summary, {"DIR"}, {});
+}
+
+}  // namespace
+
+int cmd_tokenize(int argc, char** argv) {
+  Args args = text_args("tokenize",
+                        "Encodes JSON lines {\"text\": ..., \"add_special_tokens\": true} from "
+                        "stdin with DIR/tokenizer.json; prints {\"ids\": [...]} per line.");
+  args.parse(argc, argv, 2);
+  if (args.help()) {
+    std::cout << args.usage();
+    return 0;
+  }
+  run_tokenize_jsonl(Tokenizer::load(args.positionals()[0]), std::cin, std::cout);
+  return 0;
+}
+
+int cmd_detokenize(int argc, char** argv) {
+  Args args = text_args("detokenize",
+                        "Decodes JSON lines {\"ids\": [...], \"skip_special_tokens\": false} "
+                        "from stdin; prints {\"text\": ...} per line.");
+  args.parse(argc, argv, 2);
+  if (args.help()) {
+    std::cout << args.usage();
+    return 0;
+  }
+  run_detokenize_jsonl(Tokenizer::load(args.positionals()[0]), std::cin, std::cout);
+  return 0;
+}
+
+int cmd_chat_template(int argc, char** argv) {
+  Args args = text_args("chat-template",
+                        "Renders JSON lines {\"messages\": [...], \"add_generation_prompt\": "
+                        "bool, \"tools\": [...]} from stdin with the folder's chat template, "
+                        "as transformers' apply_chat_template; prints {\"text\": ...} per line.");
+  args.parse(argc, argv, 2);
+  if (args.help()) {
+    std::cout << args.usage();
+    return 0;
+  }
+  run_chat_template_jsonl(ChatTemplate::load(args.positionals()[0]), std::cin, std::cout);
+  return 0;
+}
+
+}  // namespace lathe
