@@ -51,8 +51,11 @@ int cmd_chat_template(int argc, char** argv) {
     std::cout << args.usage();
     return 0;
   }
-  run_chat_template_jsonl(ChatTemplate::load(args.positionals()[0]), std::cin, std::cout);
-  return 0;
+  // Every line gets its answer; a template that raised on any line makes the exit code 1.
+  const size_t failed =
+      run_chat_template_jsonl(ChatTemplate::load(args.positionals()[0]), std::cin, std::cout);
+  if (failed) std::cerr << "error: the template raised on " << failed << " line(s)\n";
+  return failed ? 1 : 0;
 }
 
 }  // namespace lathe

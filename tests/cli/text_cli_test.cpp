@@ -100,6 +100,29 @@ TEST(TextCli, ChatTemplateMatchesTransformers) {
   for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i]["text"], expected[i]) << i;
 }
 
+TEST(TextCli, BrokenTemplatesAreExitOneWithPosition) {
+  ScratchDir dir("tmpl");
+  testing::write_file(dir / "in.jsonl", R"({"messages": [{"role": "user", "content": "Hi"}]})"
+                                        "\n");
+  const std::string run =
+      "chat-template " + dir.path().string() + " < " + (dir / "in.jsonl").string();
+  // A syntax error is found when the template loads.
+  testing::write_file(dir / "tokenizer_config.json",
+                      R"({"chat_template": "{% for m in messages %}{{ m.content }{% endfor %}"})");
+  auto r = run_lathe(run);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("tokenizer_config.json:chat_template:1:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("syntax error"), std::string::npos) << r.out;
+  // An undefined macro is found when it is called: the line still gets its answer.
+  testing::write_file(dir / "tokenizer_config.json",
+                      R"({"chat_template": "{{ no_such_macro(1) }}"})");
+  r = run_lathe(run);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("{\"error\":"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chat_template:1:17: 'no_such_macro' is undefined"), std::string::npos)
+      << r.out;
+}
+
 // The whole text path on the real model: chat template, tokenizer, generation, decoding.
 TEST(TextCli, SmolLM2ChatPromptMatchesTransformers) {
   const char* smol = std::getenv("LATHE_SMOLLM2_DIR");

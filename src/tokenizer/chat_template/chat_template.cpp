@@ -211,9 +211,9 @@ std::string ChatTemplate::render(const OrderedJson& messages,
   return entry.compiled->render(ctx, ro);
 }
 
-void run_chat_template_jsonl(const ChatTemplate& tmpl, std::istream& in, std::ostream& out) {
+size_t run_chat_template_jsonl(const ChatTemplate& tmpl, std::istream& in, std::ostream& out) {
   std::string line;
-  size_t line_no = 0;
+  size_t line_no = 0, failed = 0;
   while (std::getline(in, line)) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -240,9 +240,11 @@ void run_chat_template_jsonl(const ChatTemplate& tmpl, std::istream& in, std::os
       result["text"] = tmpl.render(req["messages"], opt);
     } catch (const Error& e) {
       result["error"] = std::string(e.what());
+      ++failed;
     }
     out << result.dump(-1, ' ', false, OrderedJson::error_handler_t::replace) << '\n';
   }
+  return failed;
 }
 
 }  // namespace lathe

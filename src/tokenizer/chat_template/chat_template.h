@@ -82,6 +82,7 @@ Json special_tokens_from_config(const Json& tokenizer_config);
 // "tools": [...]?, "documents": [...]?, plus any other keys as template variables}
 // gives one output line {"text": "..."}, in order. A line whose template raises gives
 // {"error": "..."} instead. Malformed input lines throw lathe::Error naming the line.
-void run_chat_template_jsonl(const ChatTemplate& tmpl, std::istream& in, std::ostream& out);
+// Returns the number of lines whose template raised.
+size_t run_chat_template_jsonl(const ChatTemplate& tmpl, std::istream& in, std::ostream& out);
 
 }  // namespace lathe
