@@ -63,7 +63,7 @@ int tiny_check(int argc, char** argv) {
   Context ctx{&pool, args.flag("reference-kernels")};
   const fs::path work = fs::temp_directory_path() / cat("lathe-tiny-", ::getpid());
   int failures = 0;
-  std::printf("%-28s %-20s %10s %9s %7s  %s\n", "fixture", "architecture", "logit NMSE", "top-1",
+  std::printf("%-30s %-22s %10s %9s %7s  %s\n", "fixture", "architecture", "logit NMSE", "top-1",
               "tokens", "verdict");
   for (const auto& f : fixtures) {
     const GoldenCheck r = check_golden_fixture(f, work / f.filename(), {storage, 1}, storage, ctx);

@@ -20,6 +20,7 @@ int cmd_tiny(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
 int cmd_chat_template(int argc, char** argv);
+int cmd_architectures(int argc, char** argv);
 
 // Options shared by the commands that run a model.
 std::vector<OptionSpec> runtime_options();

@@ -20,6 +20,7 @@ commands:
   detokenize DIR         JSON lines of token ids in, text out
   chat-template DIR      JSON lines of conversations in, rendered prompts out
   tiny build|check       tiny test checkpoints and their comparison with transformers
+  architectures          the supported architectures (--markdown: docs/architectures.md)
 
 exit codes: 0 success, 1 a failure you can act on (the message names the file and field),
             2 a usage error.
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
     if (cmd == "tokenize") return cmd_tokenize(argc, argv);
     if (cmd == "detokenize") return cmd_detokenize(argc, argv);
     if (cmd == "chat-template") return cmd_chat_template(argc, argv);
+    if (cmd == "architectures") return cmd_architectures(argc, argv);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       std::cout << kUsage;
       return 0;

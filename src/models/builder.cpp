@@ -27,9 +27,17 @@ AttentionWeights load_attention(Weights& w, const std::string& prefix, const Att
     a.v_bias = w.vector(prefix + "v_proj.bias", {kv_out});
   }
   if (s.o_bias) a.o_bias = w.vector(prefix + "o_proj.bias", {s.hidden});
-  if (s.qk_norm) {
-    a.q_norm = w.vector(prefix + "q_norm.weight", {s.head_dim});
-    a.k_norm = w.vector(prefix + "k_norm.weight", {s.head_dim});
+  switch (s.qk_norm) {
+    case QkNorm::None:
+      break;
+    case QkNorm::PerHead:
+      a.q_norm = w.vector(prefix + "q_norm.weight", {s.head_dim});
+      a.k_norm = w.vector(prefix + "k_norm.weight", {s.head_dim});
+      break;
+    case QkNorm::AcrossHeads:
+      a.q_norm = w.vector(prefix + "q_norm.weight", {q_out});
+      a.k_norm = w.vector(prefix + "k_norm.weight", {kv_out});
+      break;
   }
   return a;
 }
@@ -38,19 +46,28 @@ Tensor self_attention(Context& ctx, const Tensor& x, const AttentionWeights& w,
                       const AttentionSpec& s, const Tensor& cos, const Tensor& sin,
                       KVCache::Layer& cache, int64_t pos0) {
   const int64_t n = x.dim(0);
-  Tensor q = ops::linear(ctx, x, w.q, opt(w.q_bias)).reshape({n, s.heads, s.head_dim});
-  Tensor k = ops::linear(ctx, x, w.k, opt(w.k_bias)).reshape({n, s.kv_heads, s.head_dim});
-  Tensor v = ops::linear(ctx, x, w.v, opt(w.v_bias)).reshape({n, s.kv_heads, s.head_dim});
-  if (s.qk_norm) {
-    q = ops::rms_norm(q, w.q_norm, s.norm_eps);
-    k = ops::rms_norm(k, w.k_norm, s.norm_eps);
+  Tensor q = ops::linear(ctx, x, w.q, opt(w.q_bias));
+  Tensor k = ops::linear(ctx, x, w.k, opt(w.k_bias));
+  // Olmo2Attention normalises the flat projections; Qwen3/Gemma3 each head after reshaping.
+  if (s.qk_norm == QkNorm::AcrossHeads) {
+    q = ops::rms_norm(q, w.q_norm, s.norm_eps, s.norm_offset);
+    k = ops::rms_norm(k, w.k_norm, s.norm_eps, s.norm_offset);
   }
-  ops::rope(q, cos, sin);
-  ops::rope(k, cos, sin);
+  q = q.reshape({n, s.heads, s.head_dim});
+  k = k.reshape({n, s.kv_heads, s.head_dim});
+  Tensor v = ops::linear(ctx, x, w.v, opt(w.v_bias)).reshape({n, s.kv_heads, s.head_dim});
+  if (s.qk_norm == QkNorm::PerHead) {
+    q = ops::rms_norm(q, w.q_norm, s.norm_eps, s.norm_offset);
+    k = ops::rms_norm(k, w.k_norm, s.norm_eps, s.norm_offset);
+  }
+  if (s.rope) {
+    ops::rope(q, cos, sin);
+    ops::rope(k, cos, sin);
+  }
   ops::write_rows(cache.k, k, pos0);
   ops::write_rows(cache.v, v, pos0);
   const float scale = s.scale != 0 ? s.scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-  Tensor out = ops::attention(ctx, q, cache.k, cache.v, pos0, s.window, scale);
+  Tensor out = ops::attention(ctx, q, cache.k, cache.v, pos0, s.window, scale, s.softcap);
   return ops::linear(ctx, out.reshape({n, s.heads * s.head_dim}), w.o, opt(w.o_bias));
 }
 
@@ -72,6 +89,38 @@ Tensor swiglu_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w) {
   Tensor gate = ops::linear(ctx, x, w.gate, opt(w.gate_bias));
   Tensor up = ops::linear(ctx, x, w.up, opt(w.up_bias));
   return ops::linear(ctx, ops::silu_mul(gate, up), w.down, opt(w.down_bias));
+}
+
+Tensor gated_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w, ops::Activation act) {
+  Tensor gate = ops::linear(ctx, x, w.gate, opt(w.gate_bias));
+  Tensor up = ops::linear(ctx, x, w.up, opt(w.up_bias));
+  return ops::linear(ctx, ops::act_mul(act, gate, up), w.down, opt(w.down_bias));
+}
+
+ops::Activation read_activation(const JsonFields& f, const std::string& field,
+                                const std::string& fallback, const std::string& architecture) {
+  const std::string act = f.get_or<std::string>(field, fallback);
+  if (act == "silu" || act == "swish") return ops::Activation::Silu;
+  if (act == "gelu") return ops::Activation::Gelu;
+  if (act == "gelu_pytorch_tanh") return ops::Activation::GeluTanh;
+  fail(f.origin(), ": field \"", field, "\" is \"", act, "\"; ", architecture,
+       " in lathe implements \"silu\", \"gelu\" and \"gelu_pytorch_tanh\"");
+}
+
+Tensor matrix_rows(const Tensor& m, int64_t begin, int64_t count) {
+  if (m.rank() != 2 || begin < 0 || count < 0 || begin + count > m.dim(0))
+    fail("internal: matrix_rows: rows [", begin, ", ", begin + count, ") of ",
+         shape_str(m.shape()));
+  Tensor y = Tensor::zeros(m.dtype(), {count, m.dim(1)});
+  const size_t row = static_cast<size_t>(m.dim(1)) * dtype_size(m.dtype());
+  std::memcpy(y.mut<void>(), m.data<uint8_t>() + static_cast<size_t>(begin) * row,
+              static_cast<size_t>(count) * row);
+  return y;
+}
+
+float read_nullable_float(const JsonFields& f, const std::string& field, float fallback) {
+  if (!f.json().contains(field)) return fallback;
+  return static_cast<float>(f.get_or<double>(field, 0.0));
 }
 
 Tensor last_row(const Tensor& x) {

@@ -15,14 +15,24 @@ inline void record(const Trace* trace, const std::string& name, const Tensor& t)
   if (trace && *trace) (*trace)(name, t);
 }
 
+// Where q and k are RMS-normed before rotary, if at all.
+enum class QkNorm {
+  None,
+  PerHead,      // Qwen3, Gemma3: q_norm / k_norm over head_dim of each head
+  AcrossHeads,  // Olmo2: q_norm / k_norm over the whole projection (heads * head_dim)
+};
+
 struct AttentionSpec {
   int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0;
   bool qkv_bias = false;  // Qwen2, Llama attention_bias
   bool o_bias = false;    // Llama attention_bias
-  bool qk_norm = false;   // Qwen3: RMSNorm over head_dim of q and k, before rotary
+  QkNorm qk_norm = QkNorm::None;
   float norm_eps = 1e-6f;
-  int64_t window = 0;  // sliding window (0: attend to every earlier position)
-  float scale = 0;     // softmax scale; 0 means head_dim^-0.5
+  float norm_offset = 0;  // Gemma3: q/k norms scale by (1 + weight)
+  int64_t window = 0;     // sliding window (0: attend to every earlier position)
+  float scale = 0;        // softmax scale; 0 means head_dim^-0.5
+  float softcap = 0;      // Gemma2 attn_logit_softcapping (0: none)
+  bool rope = true;       // SmolLM3 no_rope_layers: false skips rotary on this layer
 };
 
 struct AttentionWeights {
@@ -49,6 +59,21 @@ GatedMlpWeights load_gated_mlp(Weights& w, const std::string& prefix, int64_t hi
                                int64_t intermediate, bool bias);
 // down(silu(gate(x)) * up(x))   (transformers LlamaMLP)
 Tensor swiglu_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w);
+// down(act(gate(x)) * up(x))   (transformers GemmaMLP with ACT2FN[hidden_act])
+Tensor gated_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w, ops::Activation act);
+
+// Reads an activation field (hidden_act, hidden_activation) with its config-class default.
+// A value lathe does not implement is an error naming the field.
+ops::Activation read_activation(const JsonFields& f, const std::string& field,
+                                const std::string& fallback, const std::string& architecture);
+
+// Rows [begin, begin + count) of a matrix, copied once at load: splits fused projections
+// (Phi3 qkv_proj, gate_up_proj) into the separate matrices the graph uses.
+Tensor matrix_rows(const Tensor& m, int64_t begin, int64_t count);
+
+// Reads a float field that a config class defaults to `fallback` but that config.json may set
+// to null to turn the feature off (returned as 0), e.g. Gemma2 final_logit_softcapping.
+float read_nullable_float(const JsonFields& f, const std::string& field, float fallback);
 
 // Keeps only the last row of x [tokens, dim] -> [1, dim].
 Tensor last_row(const Tensor& x);

@@ -17,6 +17,7 @@ class LlamaFamilyModel : public Model {
       Layer l;
       l.spec = cfg_.attention;
       l.spec.window = cfg_.layer_windows.at(i);
+      if (!cfg_.layer_rope.empty()) l.spec.rope = cfg_.layer_rope.at(i);
       l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
       l.attn = load_attention(w, p + "self_attn.", l.spec);
       l.mlp_norm = w.vector(p + "post_attention_layernorm.weight", {h});
@@ -47,22 +48,35 @@ class LlamaFamilyModel : public Model {
     Tensor cos, sin;
     rope_.tables(pos0, n, &cos, &sin);
     Tensor x = ops::embedding(embed_, ids);
+    if (cfg_.embed_multiplier != 1) ops::scale_inplace(x, cfg_.embed_multiplier);
     record(trace, "embed", x);
+    const float eps = cfg_.rms_norm_eps, off = cfg_.norm_offset;
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Layer& l = layers_[i];
-      Tensor a = self_attention(ctx, ops::rms_norm(x, l.attn_norm, cfg_.rms_norm_eps), l.attn,
-                                l.spec, cos, sin, cache.layers[i], pos0);
-      ops::add_inplace(x, a);
-      ops::add_inplace(x, swiglu_mlp(ctx, ops::rms_norm(x, l.mlp_norm, cfg_.rms_norm_eps), l.mlp));
+      Tensor a = self_attention(ctx, ops::rms_norm(x, l.attn_norm, eps, off), l.attn, l.spec, cos,
+                                sin, cache.layers[i], pos0);
+      add_residual(x, a);
+      add_residual(x, gated_mlp(ctx, ops::rms_norm(x, l.mlp_norm, eps, off), l.mlp, cfg_.mlp_act));
       record(trace, cat("layer.", i, ".out"), x);
     }
     cache.length = pos0 + n;
-    Tensor normed = ops::rms_norm(all_logits ? x : last_row(x), final_norm_, cfg_.rms_norm_eps);
+    Tensor normed = ops::rms_norm(all_logits ? x : last_row(x), final_norm_, eps, off);
     record(trace, "final_norm", normed);
-    return ops::linear(ctx, normed, lm_head_);
+    Tensor logits = ops::linear(ctx, normed, lm_head_);
+    if (cfg_.logits_divisor != 1) {
+      float* p = logits.mut<float>();
+      for (int64_t j = 0; j < logits.numel(); ++j) p[j] /= cfg_.logits_divisor;
+    }
+    return logits;
   }
 
  private:
+  // GraniteDecoderLayer: residual + branch * residual_multiplier (1 for the others).
+  void add_residual(Tensor& x, Tensor branch) const {
+    if (cfg_.residual_multiplier != 1) ops::scale_inplace(branch, cfg_.residual_multiplier);
+    ops::add_inplace(x, branch);
+  }
+
   struct Layer {
     AttentionSpec spec;
     Tensor attn_norm, mlp_norm;
@@ -92,14 +106,17 @@ LlamaFamilyConfig read_llama_family_config(const Checkpoint& ckpt, const LlamaFa
   c.num_layers = f.get_or<int64_t>("num_hidden_layers", d.num_layers);
   c.max_position_embeddings =
       f.get_or<int64_t>("max_position_embeddings", d.max_position_embeddings);
-  c.rms_norm_eps = static_cast<float>(f.get_or<double>("rms_norm_eps", 1e-6));
+  c.rms_norm_eps = static_cast<float>(f.get_or<double>("rms_norm_eps", d.rms_norm_eps));
   c.tie_word_embeddings = f.get_or<bool>("tie_word_embeddings", d.tie_word_embeddings);
   c.mlp_bias = f.get_or<bool>("mlp_bias", false);
 
-  const std::string act = f.get_or<std::string>("hidden_act", "silu");
-  if (act != "silu")
-    fail(f.origin(), ": field \"hidden_act\" is \"", act, "\"; ", c.architecture,
-         " in lathe implements \"silu\"");
+  if (d.hidden_act) {
+    const std::string act = f.get_or<std::string>("hidden_act", d.hidden_act);
+    if (act != d.hidden_act)
+      fail(f.origin(), ": field \"hidden_act\" is \"", act, "\"; ", c.architecture,
+           " in lathe implements \"", d.hidden_act, "\"");
+    c.mlp_act = read_activation(f, "hidden_act", d.hidden_act, c.architecture);
+  }
 
   AttentionSpec& a = c.attention;
   a.hidden = c.hidden_size;
@@ -123,7 +140,7 @@ LlamaFamilyConfig read_llama_family_config(const Checkpoint& ckpt, const LlamaFa
     fail(f.origin(), ": num_attention_heads ", a.heads,
          " is not a multiple of num_key_value_heads ", a.kv_heads);
   c.layer_windows.assign(static_cast<size_t>(c.num_layers), 0);
-  c.rope = read_rope_config(f, a.head_dim, c.max_position_embeddings);
+  c.rope = read_rope_config(f, a.head_dim, c.max_position_embeddings, d.rope_theta);
   return c;
 }
 

@@ -21,6 +21,14 @@ struct LlamaFamilyConfig {
   AttentionSpec attention;             // shared by every layer but for the window
   std::vector<int64_t> layer_windows;  // per layer: 0, or the sliding window
   RopeConfig rope;
+
+  // Variants of the same block; the defaults are Llama's.
+  ops::Activation mlp_act = ops::Activation::Silu;  // Gemma: gelu_pytorch_tanh
+  float norm_offset = 0;          // Gemma: RMSNorm scales by (1 + weight) (GemmaRMSNorm)
+  float embed_multiplier = 1;     // Gemma: sqrt(hidden_size); Granite: embedding_multiplier
+  float residual_multiplier = 1;  // Granite: residual + branch * residual_multiplier
+  float logits_divisor = 1;       // Granite: logits / logits_scaling
+  std::vector<bool> layer_rope;   // SmolLM3 no_rope_layers; empty: rotary on every layer
 };
 
 std::unique_ptr<Model> build_llama_family(const Checkpoint& ckpt, const LlamaFamilyConfig& cfg,
@@ -34,6 +42,11 @@ struct LlamaFamilyDefaults {
   std::optional<int64_t> head_dim;  // unset: hidden_size / heads
   int64_t max_position_embeddings;
   bool tie_word_embeddings = false;
+  // The one hidden_act value lathe implements for the architecture (its default), checked
+  // here; nullptr when the model file reads the activation itself (Gemma).
+  const char* hidden_act = "silu";
+  double rope_theta = 10000.0;  // the config class's default_theta
+  double rms_norm_eps = 1e-6;
 };
 LlamaFamilyConfig read_llama_family_config(const Checkpoint& ckpt, const LlamaFamilyDefaults& d);
 

@@ -6,10 +6,27 @@ namespace lathe {
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
-      {"LlamaForCausalLM", "llama", load_llama},
-      {"MistralForCausalLM", "mistral", load_mistral},
-      {"Qwen2ForCausalLM", "qwen2", load_qwen2},
-      {"Qwen3ForCausalLM", "qwen3", load_qwen3},
+      {"LlamaForCausalLM", "llama", load_llama,
+       "the reference decoder: RMSNorm, rotary GQA, SwiGLU; every rope scaling kind"},
+      {"MistralForCausalLM", "mistral", load_mistral, "Llama with a sliding window on every layer"},
+      {"Qwen2ForCausalLM", "qwen2", load_qwen2,
+       "Llama with q/k/v biases and Qwen sliding-window layers"},
+      {"Qwen3ForCausalLM", "qwen3", load_qwen3, "Qwen2 with per-head q/k RMSNorm"},
+      {"GemmaForCausalLM", "gemma", load_gemma,
+       "Llama with (1 + w) RMSNorm, sqrt(hidden) embedding scale, tanh-GELU MLP"},
+      {"Gemma2ForCausalLM", "gemma2", load_gemma2,
+       "sandwich norms, alternating sliding/full layers, attention and final soft-capping"},
+      {"GraniteForCausalLM", "granite", load_granite,
+       "Llama with embedding, attention, residual and logits multipliers"},
+      {"SmolLM3ForCausalLM", "smollm3", load_smollm3,
+       "Llama with rotary skipped on no_rope_layers, optional sliding window"},
+      {"Olmo2ForCausalLM", "olmo2", load_olmo2, "post-norm block, q/k RMSNorm across heads"},
+      {"Phi3ForCausalLM", "phi3", load_phi3,
+       "Llama with fused qkv_proj and gate_up_proj (split at load), partial rotary, longrope"},
+      {"Starcoder2ForCausalLM", "starcoder2", load_starcoder2,
+       "LayerNorm with bias, GELU MLP c_fc/c_proj, biases, sliding window"},
+      {"Gemma3ForCausalLM", "gemma3_text", load_gemma3,
+       "Gemma2 block with per-head q/k norms, 5:1 sliding/full layers, local and global rotary"},
   };
   return table;
 }

@@ -15,6 +15,7 @@ struct ArchitectureEntry {
   const char* name;        // Hugging Face class name, e.g. "LlamaForCausalLM"
   const char* model_type;  // config.json model_type, e.g. "llama"
   ModelLoader load;
+  const char* notes;  // one line for docs/architectures.md: how it differs, what it covers
 };
 
 // Every supported architecture, in the order the docs list them.
@@ -30,5 +31,13 @@ std::unique_ptr<Model> load_llama(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_mistral(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_qwen2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_qwen3(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gemma(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gemma2(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_granite(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_smollm3(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_olmo2(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_phi3(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_starcoder2(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gemma3(const Checkpoint&, const ModelOptions&);
 
 }  // namespace lathe

@@ -1,5 +1,6 @@
 #include "ops/ops.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
@@ -64,6 +65,69 @@ Tensor silu_mul(const Tensor& gate, const Tensor& up) {
   return y;
 }
 
+Tensor act_mul(Activation act, const Tensor& gate, const Tensor& up) {
+  expect_same_shape(gate, up, "act_mul");
+  Tensor y = Tensor::zeros(DType::F32, gate.shape());
+  switch (act) {
+    case Activation::Silu:
+      cpu::silu_mul(gate.data<float>(), up.data<float>(), y.mut<float>(), gate.numel());
+      break;
+    case Activation::GeluTanh:
+      cpu::gelu_tanh_mul(gate.data<float>(), up.data<float>(), y.mut<float>(), gate.numel());
+      break;
+    case Activation::Gelu:
+      cpu::gelu_erf(gate.data<float>(), y.mut<float>(), gate.numel());
+      for (int64_t i = 0; i < y.numel(); ++i) y.mut<float>()[i] *= up.data<float>()[i];
+      break;
+  }
+  return y;
+}
+
+Tensor activation(Activation act, const Tensor& x) {
+  expect_f32(x, "activation", "input");
+  Tensor y = Tensor::zeros(DType::F32, x.shape());
+  switch (act) {
+    case Activation::Silu: {
+      const float* px = x.data<float>();
+      float* py = y.mut<float>();
+      for (int64_t i = 0; i < x.numel(); ++i) py[i] = px[i] / (1.0f + std::exp(-px[i]));
+      break;
+    }
+    case Activation::GeluTanh:
+      cpu::gelu_tanh(x.data<float>(), y.mut<float>(), x.numel());
+      break;
+    case Activation::Gelu:
+      cpu::gelu_erf(x.data<float>(), y.mut<float>(), x.numel());
+      break;
+  }
+  return y;
+}
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor* bias, float eps) {
+  expect_f32(x, "layer_norm", "input");
+  expect_f32(weight, "layer_norm", "weight");
+  const int64_t n = x.dim(-1);
+  if (weight.numel() != n || (bias && bias->numel() != n))
+    fail("internal: layer_norm: weight ", shape_str(weight.shape()), " for input ",
+         shape_str(x.shape()));
+  Tensor y = Tensor::zeros(DType::F32, x.shape());
+  cpu::layer_norm(x.data<float>(), weight.data<float>(), bias ? bias->data<float>() : nullptr, eps,
+                  y.mut<float>(), x.numel() / n, n);
+  return y;
+}
+
+void scale_inplace(Tensor& x, float s) {
+  expect_f32(x, "scale_inplace", "input");
+  float* p = x.mut<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) p[i] *= s;
+}
+
+void softcap_inplace(Tensor& x, float cap) {
+  expect_f32(x, "softcap_inplace", "input");
+  if (!(cap > 0)) fail("internal: softcap_inplace: cap ", cap, " must be positive");
+  cpu::softcap(x.mut<float>(), x.numel(), cap);
+}
+
 Tensor add(const Tensor& a, const Tensor& b) {
   expect_same_shape(a, b, "add");
   Tensor y = Tensor::zeros(DType::F32, a.shape());
@@ -104,7 +168,7 @@ void rope(Tensor& x, const Tensor& cos, const Tensor& sin) {
 }
 
 Tensor attention(Context& ctx, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                 int64_t pos0, int64_t window, float scale) {
+                 int64_t pos0, int64_t window, float scale, float softcap) {
   if (q.rank() != 3 || k_cache.rank() != 3 || k_cache.shape() != v_cache.shape() ||
       q.dim(2) != k_cache.dim(2) || q.dim(1) % k_cache.dim(1) != 0 ||
       pos0 + q.dim(0) > k_cache.dim(0))
@@ -121,7 +185,8 @@ Tensor attention(Context& ctx, const Tensor& q, const Tensor& k_cache, const Ten
                        k_cache.dim(1),
                        q.dim(2),
                        window,
-                       scale};
+                       scale,
+                       softcap};
   if (ctx.reference_kernels)
     cpu::attention_reference(a);
   else

@@ -27,6 +27,20 @@ Tensor linear(Context& ctx, const Tensor& x, const Tensor& w, const Tensor* bias
 Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps, float offset = 0.0f);
 // silu(gate) * up, elementwise.
 Tensor silu_mul(const Tensor& gate, const Tensor& up);
+
+// The MLP activations transformers names in hidden_act (ACT2FN): "silu", "gelu" (erf),
+// "gelu_pytorch_tanh" (tanh approximation).
+enum class Activation { Silu, Gelu, GeluTanh };
+// act(gate) * up, elementwise (a gated MLP).
+Tensor act_mul(Activation act, const Tensor& gate, const Tensor& up);
+// act(x), elementwise.
+Tensor activation(Activation act, const Tensor& x);
+// torch.nn.LayerNorm over the last dimension; bias may be null (bias=False).
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor* bias, float eps);
+// x *= s, elementwise.
+void scale_inplace(Tensor& x, float s);
+// x = cap * tanh(x / cap), elementwise (Gemma2 final_logit_softcapping).
+void softcap_inplace(Tensor& x, float cap);
 // a + b, elementwise (same shapes).
 Tensor add(const Tensor& a, const Tensor& b);
 void add_inplace(Tensor& a, const Tensor& b);
@@ -35,9 +49,10 @@ Tensor embedding(const Tensor& table, std::span<const int32_t> ids);
 // Rotary embedding in place on x[tokens, heads, head_dim] with cos/sin [tokens, rot/2].
 void rope(Tensor& x, const Tensor& cos, const Tensor& sin);
 // Causal attention of q[tokens, heads, head_dim] over caches [max_seq, kv_heads, head_dim]
-// holding positions [0, pos0 + tokens); window 0 means no sliding window.
+// holding positions [0, pos0 + tokens); window 0 means no sliding window; softcap > 0 caps
+// the scaled scores as softcap * tanh(score / softcap) (0: no capping).
 Tensor attention(Context& ctx, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                 int64_t pos0, int64_t window, float scale);
+                 int64_t pos0, int64_t window, float scale, float softcap = 0.0f);
 
 // Copies rows [0, tokens) of src[tokens, ...] into dst at row `at` (the KV cache append).
 void write_rows(Tensor& dst, const Tensor& src, int64_t at);

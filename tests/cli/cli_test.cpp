@@ -29,6 +29,18 @@ TEST(Cli, HelpAndUsageErrors) {
   EXPECT_NE(r.out.find("/nonexistent: not a directory"), std::string::npos) << r.out;
 }
 
+// The support table is generated from the registry: regenerate with
+// `build/lathe architectures --markdown > docs/architectures.md`.
+TEST(Cli, ArchitecturesDocIsTheRegistry) {
+  const auto r = run_lathe("architectures --markdown");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, testing::read_file(std::string(LATHE_SOURCE_DIR) + "/docs/architectures.md"))
+      << "docs/architectures.md is stale: regenerate it with lathe architectures --markdown";
+  const auto plain = run_lathe("architectures");
+  ASSERT_EQ(plain.exit_code, 0);
+  EXPECT_NE(plain.out.find("LlamaForCausalLM\tllama"), std::string::npos) << plain.out;
+}
+
 class CliModel : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "lab/compare.h"
 #include "ops/ops.h"
@@ -87,6 +88,77 @@ TEST(RmsNorm, MatchesDefinition) {
     for (int i = 0; i < 5; ++i)
       EXPECT_NEAR(y.data<float>()[r * 5 + i], w.data<float>()[i] * x.data<float>()[r * 5 + i] * inv,
                   1e-6);
+  }
+}
+
+TEST(Attention, SoftcapFastMatchesReferenceAndDefinition) {
+  ThreadPool pool(2);
+  Context fast{&pool, false}, ref{&pool, true};
+  const int64_t max_seq = 9, kvh = 1, heads = 2, hd = 4;
+  Tensor k = random_tensor({max_seq, kvh, hd}, 11, 3.0f), v = random_tensor({max_seq, kvh, hd}, 12);
+  Tensor q = random_tensor({3, heads, hd}, 13, 3.0f);
+  for (int64_t window : {0, 2}) {
+    Tensor a = ops::attention(fast, q, k, v, 4, window, 0.5f, 2.0f);
+    Tensor b = ops::attention(ref, q, k, v, 4, window, 0.5f, 2.0f);
+    EXPECT_LT(nmse_of(a, b), 1e-12);
+  }
+  // Last query (position 6), head 1, by definition in double precision.
+  Tensor out = ops::attention(ref, q, k, v, 4, 0, 0.5f, 2.0f);
+  const float* qr = q.data<float>() + (2 * heads + 1) * hd;
+  std::vector<double> w(7);
+  double sum = 0;
+  for (int j = 0; j <= 6; ++j) {
+    double s = 0;
+    for (int d = 0; d < hd; ++d) s += static_cast<double>(qr[d]) * k.data<float>()[j * hd + d];
+    w[j] = std::exp(2.0 * std::tanh(s * 0.5 / 2.0));
+    sum += w[j];
+  }
+  for (int d = 0; d < hd; ++d) {
+    double o = 0;
+    for (int j = 0; j <= 6; ++j) o += w[j] / sum * v.data<float>()[j * hd + d];
+    EXPECT_NEAR(out.data<float>()[(2 * heads + 1) * hd + d], o, 1e-5);
+  }
+  // softcap 0 leaves results as before.
+  Tensor plain = ops::attention(ref, q, k, v, 4, 0, 0.5f);
+  Tensor zero = ops::attention(ref, q, k, v, 4, 0, 0.5f, 0.0f);
+  EXPECT_EQ(nmse_of(plain, zero), 0.0);
+}
+
+TEST(Activations, MatchDefinitions) {
+  Tensor x = random_tensor({16}, 14, 4.0f), up = random_tensor({16}, 15);
+  Tensor gelu = ops::activation(ops::Activation::Gelu, x);
+  Tensor tanh_gelu = ops::activation(ops::Activation::GeluTanh, x);
+  Tensor silu = ops::activation(ops::Activation::Silu, x);
+  Tensor gated = ops::act_mul(ops::Activation::GeluTanh, x, up);
+  for (int i = 0; i < 16; ++i) {
+    const double v = x.data<float>()[i];
+    const double t =
+        0.5 * v * (1 + std::tanh(std::sqrt(2 / 3.141592653589793) * (v + 0.044715 * v * v * v)));
+    EXPECT_NEAR(gelu.data<float>()[i], 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))), 1e-6);
+    EXPECT_NEAR(tanh_gelu.data<float>()[i], t, 1e-6);
+    EXPECT_NEAR(silu.data<float>()[i], v / (1 + std::exp(-v)), 1e-6);
+    EXPECT_NEAR(gated.data<float>()[i], t * up.data<float>()[i], 1e-6);
+  }
+  Tensor capped = x.clone();
+  ops::softcap_inplace(capped, 3.0f);
+  for (int i = 0; i < 16; ++i)
+    EXPECT_NEAR(capped.data<float>()[i], 3.0 * std::tanh(x.data<float>()[i] / 3.0), 1e-6);
+}
+
+TEST(LayerNorm, MatchesDefinition) {
+  Tensor x = random_tensor({3, 6}, 16, 2.0f), w = random_tensor({6}, 17),
+         b = random_tensor({6}, 18);
+  Tensor y = ops::layer_norm(x, w, &b, 1e-5f);
+  Tensor no_bias = ops::layer_norm(x, w, nullptr, 1e-5f);
+  for (int r = 0; r < 3; ++r) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < 6; ++i) mean += x.data<float>()[r * 6 + i] / 6.0;
+    for (int i = 0; i < 6; ++i) var += std::pow(x.data<float>()[r * 6 + i] - mean, 2) / 6.0;
+    for (int i = 0; i < 6; ++i) {
+      const double n = (x.data<float>()[r * 6 + i] - mean) / std::sqrt(var + 1e-5);
+      EXPECT_NEAR(y.data<float>()[r * 6 + i], n * w.data<float>()[i] + b.data<float>()[i], 1e-5);
+      EXPECT_NEAR(no_bias.data<float>()[r * 6 + i], n * w.data<float>()[i], 1e-5);
+    }
   }
 }
 

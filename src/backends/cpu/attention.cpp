@@ -21,6 +21,7 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
     float s = 0.0f;
     for (int64_t d = 0; d < hd; ++d) s += q[d] * k[d];
     s *= a.scale;
+    if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
     scores[j - first] = s;
     max_score = std::max(max_score, s);
   }

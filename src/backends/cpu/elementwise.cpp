@@ -24,6 +24,51 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+namespace {
+
+// torch gelu(approximate="tanh"): 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+float gelu_tanh_one(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
+
+}  // namespace
+
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu_tanh_one(gate[i]) * up[i];
+}
+
+void gelu_tanh(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu_tanh_one(x[i]);
+}
+
+// torch gelu(approximate="none"): 0.5 x (1 + erf(x / sqrt(2))).
+void gelu_erf(const float* x, float* out, int64_t n) {
+  constexpr float kInvSqrt2 = 0.7071067811865476f;
+  for (int64_t i = 0; i < n; ++i) out[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+}
+
+void softcap(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
+// torch.nn.LayerNorm: mean and biased variance per row, accumulated in f32.
+void layer_norm(const float* x, const float* weight, const float* bias, float eps, float* y,
+                int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += xr[i];
+    const float mean = sum / static_cast<float>(n);
+    float var = 0.0f;
+    for (int64_t i = 0; i < n; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    const float inv = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
+    for (int64_t i = 0; i < n; ++i)
+      yr[i] = (xr[i] - mean) * inv * weight[i] + (bias ? bias[i] : 0.0f);
+  }
+}
+
 // transformers apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, where rotate_half
 // pairs element i with element i + rot/2.
 void rope_half_split(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads,

@@ -22,6 +22,17 @@ void rms_norm(const float* x, const float* weight, float offset, float eps, floa
 
 // out[i] = silu(gate[i]) * up[i]
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+// out[i] = gelu_tanh(gate[i]) * up[i]; gelu_tanh as torch gelu(approximate="tanh").
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
+// out[i] = gelu_tanh(x[i]), and the exact (erf) GELU, torch gelu(approximate="none").
+void gelu_tanh(const float* x, float* out, int64_t n);
+void gelu_erf(const float* x, float* out, int64_t n);
+// In place: x[i] = cap * tanh(x[i] / cap)   (Gemma2 logit soft-capping).
+void softcap(float* x, int64_t n, float cap);
+
+// torch LayerNorm over rows of n: (x - mean) / sqrt(biased var + eps) * weight (+ bias).
+void layer_norm(const float* x, const float* weight, const float* bias, float eps, float* y,
+                int64_t rows, int64_t n);
 
 // Rotary embedding in place on x[tokens, heads, head_dim], half-split layout (HF
 // rotate_half): pairs (i, i + rot/2) for i < rot/2, where rot = rotary dims <= head_dim.
@@ -32,6 +43,8 @@ void rope_half_split(float* x, const float* cos, const float* sin, int64_t token
 // Causal attention for `tokens` queries at positions pos0.. over a cache of keys and values
 // [max_seq, kv_heads, head_dim] holding positions [0, pos0 + tokens). With window > 0 a
 // query at p sees keys at p - window < j <= p. q and out are [tokens, heads, head_dim].
+// With softcap > 0 each scaled score s becomes softcap * tanh(s / softcap) before the
+// softmax (Gemma2 attn_logit_softcapping).
 struct AttentionArgs {
   const float* q;
   const float* k_cache;
@@ -39,6 +52,7 @@ struct AttentionArgs {
   float* out;
   int64_t tokens, pos0, heads, kv_heads, head_dim, window;
   float scale;
+  float softcap = 0.0f;
 };
 void attention_reference(const AttentionArgs& a);
 void attention_fast(const AttentionArgs& a, ThreadPool& pool);

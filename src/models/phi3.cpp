@@ -1,0 +1,125 @@
+// Phi3ForCausalLM: transformers/models/phi3 (configuration_phi3.py, modeling_phi3.py).
+// The Llama block with fused projections (self_attn.qkv_proj = [q; k; v], mlp.gate_up_proj =
+// [gate; up]) that are split once here at load, partial rotary, and an optional sliding
+// window on every layer.
+#include "core/error.h"
+#include "models/llama_family.h"
+#include "models/registry.h"
+
+namespace lathe {
+namespace {
+
+class Phi3Model : public Model {
+ public:
+  Phi3Model(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
+      : cfg_(std::move(cfg)), rope_(cfg_.rope) {
+    Weights w(ckpt, opts.dtype);
+    const int64_t h = cfg_.hidden_size, inter = cfg_.intermediate_size;
+    const AttentionSpec& s = cfg_.attention;
+    const int64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
+    embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
+    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+      const std::string p = cat("model.layers.", i, ".");
+      Layer l;
+      l.spec = s;
+      l.spec.window = cfg_.layer_windows.at(i);
+      l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
+      // Phi3Attention slices qkv_proj's output as [q | k | v]: the same rows of the weight.
+      const Tensor qkv = w.matrix(p + "self_attn.qkv_proj.weight", {q_out + 2 * kv_out, h});
+      l.attn.q = matrix_rows(qkv, 0, q_out);
+      l.attn.k = matrix_rows(qkv, q_out, kv_out);
+      l.attn.v = matrix_rows(qkv, q_out + kv_out, kv_out);
+      l.attn.o = w.matrix(p + "self_attn.o_proj.weight", {h, q_out});
+      l.mlp_norm = w.vector(p + "post_attention_layernorm.weight", {h});
+      // Phi3MLP: gate, up = gate_up_proj(x).chunk(2).
+      const Tensor gate_up = w.matrix(p + "mlp.gate_up_proj.weight", {2 * inter, h});
+      l.mlp.gate = matrix_rows(gate_up, 0, inter);
+      l.mlp.up = matrix_rows(gate_up, inter, inter);
+      l.mlp.down = w.matrix(p + "mlp.down_proj.weight", {h, inter});
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = w.vector("model.norm.weight", {h});
+    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
+    w.finish(cfg_.architecture);
+
+    info_.architecture = cfg_.architecture;
+    info_.vocab_size = cfg_.vocab_size;
+    info_.hidden_size = h;
+    info_.num_layers = cfg_.num_layers;
+    info_.kv_heads = s.kv_heads;
+    info_.head_dim = s.head_dim;
+    info_.max_position_embeddings = cfg_.max_position_embeddings;
+    info_.weight_dtype = w.matrix_dtype();
+  }
+
+  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
+                 const Trace* trace) const override {
+    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
+    if (n == 0) fail("forward: no tokens");
+    if (pos0 + n > cache.max_seq)
+      fail("sequence of ", pos0 + n, " tokens exceeds the KV cache of ", cache.max_seq,
+           " positions (raise --max-seq)");
+    Tensor cos, sin;
+    rope_.tables(pos0, n, &cos, &sin);
+    Tensor x = ops::embedding(embed_, ids);
+    record(trace, "embed", x);
+    const float eps = cfg_.rms_norm_eps;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& l = layers_[i];
+      // Phi3DecoderLayer (pre-norm, as Llama).
+      ops::add_inplace(x, self_attention(ctx, ops::rms_norm(x, l.attn_norm, eps), l.attn, l.spec,
+                                         cos, sin, cache.layers[i], pos0));
+      ops::add_inplace(x, swiglu_mlp(ctx, ops::rms_norm(x, l.mlp_norm, eps), l.mlp));
+      record(trace, cat("layer.", i, ".out"), x);
+    }
+    cache.length = pos0 + n;
+    Tensor normed = ops::rms_norm(all_logits ? x : last_row(x), final_norm_, eps);
+    record(trace, "final_norm", normed);
+    return ops::linear(ctx, normed, lm_head_);
+  }
+
+ private:
+  struct Layer {
+    AttentionSpec spec;
+    Tensor attn_norm, mlp_norm;
+    AttentionWeights attn;
+    GatedMlpWeights mlp;
+  };
+  LlamaFamilyConfig cfg_;
+  Rope rope_;
+  Tensor embed_, final_norm_, lm_head_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_phi3(const Checkpoint& ckpt, const ModelOptions& opts) {
+  // Phi3Config defaults.
+  LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 32064,
+                                                        .hidden_size = 3072,
+                                                        .intermediate_size = 8192,
+                                                        .num_layers = 32,
+                                                        .heads = 32,
+                                                        .kv_heads = {},
+                                                        .head_dim = {},
+                                                        .max_position_embeddings = 4096,
+                                                        .tie_word_embeddings = false,
+                                                        .rms_norm_eps = 1e-5});
+  JsonFields f(ckpt.config(), ckpt.config_path());
+  // Phi3Config renames rope types "su" and "yarn" to "longrope"; lathe's rope reader would
+  // take "yarn" for YaRN, so both are refused rather than misread.
+  for (const char* field : {"rope_parameters", "rope_scaling"}) {
+    if (!f.has(field) || !f.at(field).is_object()) continue;
+    JsonFields r(f.at(field), f.origin() + ": " + field);
+    for (const char* key : {"rope_type", "type"})
+      if (r.has(key) && (r.at(key) == "su" || r.at(key) == "yarn"))
+        fail(f.origin(), ": field \"", field, ".", key, "\" is ", r.at(key).dump(), "; ",
+             c.architecture, " in lathe implements \"default\" and \"longrope\"");
+  }
+  c.mlp_bias = false;  // Phi3MLP has no biases
+  // sliding_window defaults to null (no window); when set it applies to every layer.
+  c.layer_windows.assign(static_cast<size_t>(c.num_layers), f.get_or<int64_t>("sliding_window", 0));
+  return std::make_unique<Phi3Model>(ckpt, std::move(c), opts);
+}
+
+}  // namespace lathe

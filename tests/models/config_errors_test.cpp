@@ -1,0 +1,85 @@
+// Config values that change the computation and that lathe does not implement are errors
+// naming the field, for the architectures whose config reading has such cases.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/tiny_checkpoint.h"
+#include "models/registry.h"
+#include "support/run.h"
+
+namespace lathe {
+namespace {
+using Json = nlohmann::json;
+
+// Builds `fixture`, applies `edit` to its config.json, loads it, and returns the error text
+// (empty when it loaded).
+std::string load_error(const std::string& fixture, const std::function<void(Json&)>& edit) {
+  testing::ScratchDir dir("config");
+  build_tiny_checkpoint(testing::fixture_dir(fixture), dir.path(), {});
+  Json c = Json::parse(testing::read_file(dir.path() / "config.json"));
+  edit(c);
+  testing::write_file(dir.path() / "config.json", c.dump());
+  try {
+    load_model(Checkpoint::open(dir.path()), {});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_error(const std::string& fixture, const std::function<void(Json&)>& edit,
+                  const std::string& message) {
+  const std::string err = load_error(fixture, edit);
+  EXPECT_NE(err.find(message), std::string::npos)
+      << fixture << ": expected \"" << message << "\" in: " << err;
+}
+
+TEST(ConfigErrors, Activations) {
+  expect_error(
+      "gemma_tied", [](Json& c) { c["hidden_act"] = "relu"; }, "field \"hidden_act\" is \"relu\"");
+  expect_error(
+      "gemma2_softcap_window", [](Json& c) { c["hidden_activation"] = "relu"; },
+      "field \"hidden_activation\" is \"relu\"");
+  expect_error(
+      "starcoder2_untied_nobias_gelu", [](Json& c) { c["hidden_act"] = "relu"; },
+      "field \"hidden_act\" is \"relu\"");
+  // GemmaConfig maps the legacy "gelu" to the tanh approximation: it loads.
+  EXPECT_EQ(load_error("gemma_tied", [](Json& c) { c["hidden_act"] = "gelu"; }), "");
+}
+
+TEST(ConfigErrors, AttentionVariants) {
+  expect_error(
+      "gemma_tied", [](Json& c) { c["use_bidirectional_attention"] = true; },
+      "field \"use_bidirectional_attention\" is true");
+  expect_error(
+      "gemma2_softcap_window", [](Json& c) { c["sliding_window"] = nullptr; },
+      "is sliding_attention but field \"sliding_window\" is null");
+  expect_error(
+      "smollm3_tied_norope",
+      [](Json& c) {
+        c["layer_types"] = {"sliding_attention", "full_attention", "full_attention",
+                            "full_attention"};
+      },
+      "layer_types[0] is \"sliding_attention\" but use_sliding_window");
+  expect_error(
+      "gemma3_text_untied_softcap",
+      [](Json& c) {
+        c["rope_parameters"] = {{"rope_type", "default"}};
+      },
+      "field \"rope_parameters\" must be keyed by layer type");
+}
+
+TEST(ConfigErrors, Phi3RefusesRenamedRopeTypes) {
+  // Phi3Config reads "su" and "yarn" as longrope; lathe refuses rather than misread them.
+  expect_error(
+      "phi3_untied_window",
+      [](Json& c) {
+        c["rope_scaling"] = {{"type", "yarn"}, {"factor", 2.0}};
+      },
+      "field \"rope_scaling.type\" is \"yarn\"");
+}
+
+}  // namespace
+}  // namespace lathe
