@@ -123,6 +123,13 @@ float read_nullable_float(const JsonFields& f, const std::string& field, float f
   return static_cast<float>(f.get_or<double>(field, 0.0));
 }
 
+void check_cache_room(const KVCache& cache, int64_t n) {
+  if (n <= 0) fail("forward: no tokens");
+  if (cache.length + n > cache.max_seq)
+    fail("sequence of ", cache.length + n, " tokens exceeds the KV cache of ", cache.max_seq,
+         " positions (raise --max-seq)");
+}
+
 Tensor last_row(const Tensor& x) {
   const int64_t dim = x.dim(-1);
   Tensor y = Tensor::zeros(DType::F32, {1, dim});

@@ -75,6 +75,25 @@ Tensor matrix_rows(const Tensor& m, int64_t begin, int64_t count);
 // to null to turn the feature off (returned as 0), e.g. Gemma2 final_logit_softcapping.
 float read_nullable_float(const JsonFields& f, const std::string& field, float fallback);
 
+// What a loaded decoder reports about itself, from any config struct with the usual fields
+// (architecture, vocab_size, hidden_size, num_layers, attention, max_position_embeddings).
+template <class Config>
+ModelInfo decoder_info(const Config& c, DType weight_dtype) {
+  ModelInfo info;
+  info.architecture = c.architecture;
+  info.vocab_size = c.vocab_size;
+  info.hidden_size = c.hidden_size;
+  info.num_layers = c.num_layers;
+  info.kv_heads = c.attention.kv_heads;
+  info.head_dim = c.attention.head_dim;
+  info.max_position_embeddings = c.max_position_embeddings;
+  info.weight_dtype = weight_dtype;
+  return info;
+}
+
+// Throws, naming --max-seq, unless `n` (> 0) more positions fit in the cache.
+void check_cache_room(const KVCache& cache, int64_t n);
+
 // Keeps only the last row of x [tokens, dim] -> [1, dim].
 Tensor last_row(const Tensor& x);
 

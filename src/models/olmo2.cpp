@@ -28,23 +28,13 @@ class Olmo2Model : public Model {
     lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
     w.finish(cfg_.architecture);
 
-    info_.architecture = cfg_.architecture;
-    info_.vocab_size = cfg_.vocab_size;
-    info_.hidden_size = h;
-    info_.num_layers = cfg_.num_layers;
-    info_.kv_heads = cfg_.attention.kv_heads;
-    info_.head_dim = cfg_.attention.head_dim;
-    info_.max_position_embeddings = cfg_.max_position_embeddings;
-    info_.weight_dtype = w.matrix_dtype();
+    info_ = decoder_info(cfg_, w.matrix_dtype());
   }
 
   Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
                  const Trace* trace) const override {
     const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    if (n == 0) fail("forward: no tokens");
-    if (pos0 + n > cache.max_seq)
-      fail("sequence of ", pos0 + n, " tokens exceeds the KV cache of ", cache.max_seq,
-           " positions (raise --max-seq)");
+    check_cache_room(cache, n);
     Tensor cos, sin;
     rope_.tables(pos0, n, &cos, &sin);
     Tensor x = ops::embedding(embed_, ids);
