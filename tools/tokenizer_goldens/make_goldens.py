@@ -8,7 +8,7 @@ Every expected output comes from the Hugging Face `tokenizers` package (never fr
   <name>/goldens.jsonl          per corpus line: ids without / with special tokens, and the
                                 decoded text of the latter (skip_special_tokens false / true);
                                 then "decode" lines for random id sequences
-  real-<name>/goldens.jsonl     the same for /work/shared/data/tokenizers/<name> (the files
+  real-<name>/goldens.jsonl     the same for ../shared/data/tokenizers/<name> (the files
                                 themselves are not copied)
   meta.json                     package versions, vocab sizes
 
