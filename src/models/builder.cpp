@@ -72,13 +72,13 @@ Tensor self_attention(Context& ctx, const Tensor& x, const AttentionWeights& w,
 }
 
 GatedMlpWeights load_gated_mlp(Weights& w, const std::string& prefix, int64_t hidden,
-                               int64_t intermediate, bool bias) {
+                               int64_t intermediate, bool bias, bool gated) {
   GatedMlpWeights m;
-  m.gate = w.matrix(prefix + "gate_proj.weight", {intermediate, hidden});
+  if (gated) m.gate = w.matrix(prefix + "gate_proj.weight", {intermediate, hidden});
   m.up = w.matrix(prefix + "up_proj.weight", {intermediate, hidden});
   m.down = w.matrix(prefix + "down_proj.weight", {hidden, intermediate});
   if (bias) {
-    m.gate_bias = w.vector(prefix + "gate_proj.bias", {intermediate});
+    if (gated) m.gate_bias = w.vector(prefix + "gate_proj.bias", {intermediate});
     m.up_bias = w.vector(prefix + "up_proj.bias", {intermediate});
     m.down_bias = w.vector(prefix + "down_proj.bias", {hidden});
   }
@@ -92,8 +92,10 @@ Tensor swiglu_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w) {
 }
 
 Tensor gated_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w, ops::Activation act) {
-  Tensor gate = ops::linear(ctx, x, w.gate, opt(w.gate_bias));
   Tensor up = ops::linear(ctx, x, w.up, opt(w.up_bias));
+  if (!opt(w.gate))  // ungated (ArceeMLP): down(act(up(x)))
+    return ops::linear(ctx, ops::activation(act, up), w.down, opt(w.down_bias));
+  Tensor gate = ops::linear(ctx, x, w.gate, opt(w.gate_bias));
   return ops::linear(ctx, ops::act_mul(act, gate, up), w.down, opt(w.down_bias));
 }
 
@@ -103,8 +105,9 @@ ops::Activation read_activation(const JsonFields& f, const std::string& field,
   if (act == "silu" || act == "swish") return ops::Activation::Silu;
   if (act == "gelu") return ops::Activation::Gelu;
   if (act == "gelu_pytorch_tanh") return ops::Activation::GeluTanh;
+  if (act == "relu2") return ops::Activation::Relu2;
   fail(f.origin(), ": field \"", field, "\" is \"", act, "\"; ", architecture,
-       " in lathe implements \"silu\", \"gelu\" and \"gelu_pytorch_tanh\"");
+       " in lathe implements \"silu\", \"gelu\", \"gelu_pytorch_tanh\" and \"relu2\"");
 }
 
 Tensor matrix_rows(const Tensor& m, int64_t begin, int64_t count) {

@@ -55,11 +55,13 @@ struct GatedMlpWeights {
   Tensor gate, up, down;
   Tensor gate_bias, up_bias, down_bias;
 };
+// gated = false loads only up_proj and down_proj (an ungated MLP, as ArceeMLP).
 GatedMlpWeights load_gated_mlp(Weights& w, const std::string& prefix, int64_t hidden,
-                               int64_t intermediate, bool bias);
+                               int64_t intermediate, bool bias, bool gated = true);
 // down(silu(gate(x)) * up(x))   (transformers LlamaMLP)
 Tensor swiglu_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w);
-// down(act(gate(x)) * up(x))   (transformers GemmaMLP with ACT2FN[hidden_act])
+// down(act(gate(x)) * up(x))   (transformers GemmaMLP with ACT2FN[hidden_act]), or
+// down(act(up(x))) when the weights have no gate.
 Tensor gated_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w, ops::Activation act);
 
 // Reads an activation field (hidden_act, hidden_activation) with its config-class default.

@@ -24,6 +24,7 @@ struct LlamaFamilyConfig {
 
   // Variants of the same block; the defaults are Llama's.
   ops::Activation mlp_act = ops::Activation::Silu;  // Gemma: gelu_pytorch_tanh
+  bool mlp_gated = true;                            // Arcee: down(act(up(x))), no gate_proj
   float norm_offset = 0;          // Gemma: RMSNorm scales by (1 + weight) (GemmaRMSNorm)
   float embed_multiplier = 1;     // Gemma: sqrt(hidden_size); Granite: embedding_multiplier
   float residual_multiplier = 1;  // Granite: residual + branch * residual_multiplier

@@ -27,6 +27,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "LayerNorm with bias, GELU MLP c_fc/c_proj, biases, sliding window"},
       {"Gemma3ForCausalLM", "gemma3_text", load_gemma3,
        "Gemma2 block with per-head q/k norms, 5:1 sliding/full layers, local and global rotary"},
+      {"ArceeForCausalLM", "arcee", load_arcee,
+       "Llama with an ungated ReLU-squared MLP (up_proj, down_proj)"},
   };
   return table;
 }

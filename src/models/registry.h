@@ -34,6 +34,7 @@ std::unique_ptr<Model> load_qwen3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gemma(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gemma2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_granite(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_arcee(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_smollm3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_olmo2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_phi3(const Checkpoint&, const ModelOptions&);

@@ -79,6 +79,10 @@ Tensor act_mul(Activation act, const Tensor& gate, const Tensor& up) {
       cpu::gelu_erf(gate.data<float>(), y.mut<float>(), gate.numel());
       for (int64_t i = 0; i < y.numel(); ++i) y.mut<float>()[i] *= up.data<float>()[i];
       break;
+    case Activation::Relu2:
+      y = activation(act, gate);
+      for (int64_t i = 0; i < y.numel(); ++i) y.mut<float>()[i] *= up.data<float>()[i];
+      break;
   }
   return y;
 }
@@ -99,6 +103,12 @@ Tensor activation(Activation act, const Tensor& x) {
     case Activation::Gelu:
       cpu::gelu_erf(x.data<float>(), y.mut<float>(), x.numel());
       break;
+    case Activation::Relu2: {  // transformers ReLUSquaredActivation
+      const float* px = x.data<float>();
+      float* py = y.mut<float>();
+      for (int64_t i = 0; i < x.numel(); ++i) py[i] = px[i] > 0 ? px[i] * px[i] : 0.0f;
+      break;
+    }
   }
   return y;
 }

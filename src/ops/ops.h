@@ -30,7 +30,7 @@ Tensor silu_mul(const Tensor& gate, const Tensor& up);
 
 // The MLP activations transformers names in hidden_act (ACT2FN): "silu", "gelu" (erf),
 // "gelu_pytorch_tanh" (tanh approximation).
-enum class Activation { Silu, Gelu, GeluTanh };
+enum class Activation { Silu, Gelu, GeluTanh, Relu2 };  // Relu2: relu(x)^2
 // act(gate) * up, elementwise (a gated MLP).
 Tensor act_mul(Activation act, const Tensor& gate, const Tensor& up);
 // act(x), elementwise.

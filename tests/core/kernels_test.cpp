@@ -130,6 +130,8 @@ TEST(Activations, MatchDefinitions) {
   Tensor tanh_gelu = ops::activation(ops::Activation::GeluTanh, x);
   Tensor silu = ops::activation(ops::Activation::Silu, x);
   Tensor gated = ops::act_mul(ops::Activation::GeluTanh, x, up);
+  Tensor relu2 = ops::activation(ops::Activation::Relu2, x);
+  Tensor relu2_gated = ops::act_mul(ops::Activation::Relu2, x, up);
   for (int i = 0; i < 16; ++i) {
     const double v = x.data<float>()[i];
     const double t =
@@ -138,6 +140,9 @@ TEST(Activations, MatchDefinitions) {
     EXPECT_NEAR(tanh_gelu.data<float>()[i], t, 1e-6);
     EXPECT_NEAR(silu.data<float>()[i], v / (1 + std::exp(-v)), 1e-6);
     EXPECT_NEAR(gated.data<float>()[i], t * up.data<float>()[i], 1e-6);
+    const double r2 = v > 0 ? v * v : 0.0;  // ReLUSquaredActivation
+    EXPECT_NEAR(relu2.data<float>()[i], r2, 1e-5);
+    EXPECT_NEAR(relu2_gated.data<float>()[i], r2 * up.data<float>()[i], 1e-5);
   }
   Tensor capped = x.clone();
   ops::softcap_inplace(capped, 3.0f);
