@@ -29,6 +29,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "Gemma2 block with per-head q/k norms, 5:1 sliding/full layers, local and global rotary"},
       {"ArceeForCausalLM", "arcee", load_arcee,
        "Llama with an ungated ReLU-squared MLP (up_proj, down_proj)"},
+      {"SeedOssForCausalLM", "seed_oss", load_seed_oss,
+       "Llama with q/k/v biases apart from the output bias, head_dim 128 by default"},
   };
   return table;
 }

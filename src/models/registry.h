@@ -35,6 +35,7 @@ std::unique_ptr<Model> load_gemma(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gemma2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_granite(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_arcee(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_seed_oss(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_smollm3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_olmo2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_phi3(const Checkpoint&, const ModelOptions&);
