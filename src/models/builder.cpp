@@ -61,8 +61,8 @@ Tensor self_attention(Context& ctx, const Tensor& x, const AttentionWeights& w,
     k = ops::rms_norm(k, w.k_norm, s.norm_eps, s.norm_offset);
   }
   if (s.rope) {
-    ops::rope(q, cos, sin);
-    ops::rope(k, cos, sin);
+    ops::rope(q, cos, sin, s.rope_layout);
+    ops::rope(k, cos, sin, s.rope_layout);
   }
   ops::write_rows(cache.k, k, pos0);
   ops::write_rows(cache.v, v, pos0);

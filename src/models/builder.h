@@ -33,6 +33,7 @@ struct AttentionSpec {
   float scale = 0;        // softmax scale; 0 means head_dim^-0.5
   float softcap = 0;      // Gemma2 attn_logit_softcapping (0: none)
   bool rope = true;       // SmolLM3 no_rope_layers: false skips rotary on this layer
+  ops::RopeLayout rope_layout = ops::RopeLayout::HalfSplit;  // Ernie4_5: Interleaved
 };
 
 struct AttentionWeights {

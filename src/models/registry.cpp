@@ -31,6 +31,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "Llama with an ungated ReLU-squared MLP (up_proj, down_proj)"},
       {"SeedOssForCausalLM", "seed_oss", load_seed_oss,
        "Llama with q/k/v biases apart from the output bias, head_dim 128 by default"},
+      {"Ernie4_5ForCausalLM", "ernie4_5", load_ernie4_5,
+       "Llama with interleaved rotary pairs and one use_bias switch for every projection"},
   };
   return table;
 }

@@ -36,6 +36,7 @@ std::unique_ptr<Model> load_gemma2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_granite(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_arcee(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_seed_oss(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_ernie4_5(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_smollm3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_olmo2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_phi3(const Checkpoint&, const ModelOptions&);

@@ -169,12 +169,20 @@ Tensor embedding(const Tensor& table, std::span<const int32_t> ids) {
   return y;
 }
 
-void rope(Tensor& x, const Tensor& cos, const Tensor& sin) {
+void rope(Tensor& x, const Tensor& cos, const Tensor& sin, RopeLayout layout) {
   if (x.rank() != 3 || cos.rank() != 2 || cos.shape() != sin.shape() || cos.dim(0) != x.dim(0) ||
       2 * cos.dim(1) > x.dim(2))
     fail("internal: rope: x ", shape_str(x.shape()), " with cos ", shape_str(cos.shape()));
-  cpu::rope_half_split(x.mut<float>(), cos.data<float>(), sin.data<float>(), x.dim(0), x.dim(1),
-                       x.dim(2), 2 * cos.dim(1));
+  switch (layout) {
+    case RopeLayout::HalfSplit:
+      cpu::rope_half_split(x.mut<float>(), cos.data<float>(), sin.data<float>(), x.dim(0), x.dim(1),
+                           x.dim(2), 2 * cos.dim(1));
+      return;
+    case RopeLayout::Interleaved:
+      cpu::rope_interleaved(x.mut<float>(), cos.data<float>(), sin.data<float>(), x.dim(0),
+                            x.dim(1), x.dim(2), 2 * cos.dim(1));
+      return;
+  }
 }
 
 Tensor attention(Context& ctx, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

@@ -47,7 +47,11 @@ void add_inplace(Tensor& a, const Tensor& b);
 // Rows of `table` [vocab, dim] for each id -> [ids, dim] (F32). Ids are range-checked.
 Tensor embedding(const Tensor& table, std::span<const int32_t> ids);
 // Rotary embedding in place on x[tokens, heads, head_dim] with cos/sin [tokens, rot/2].
-void rope(Tensor& x, const Tensor& cos, const Tensor& sin);
+// Which elements rotary embedding pairs: HalfSplit (i, i + rot/2) as Llama's rotate_half,
+// Interleaved (2i, 2i + 1) as GLM's and Ernie's.
+enum class RopeLayout { HalfSplit, Interleaved };
+void rope(Tensor& x, const Tensor& cos, const Tensor& sin,
+          RopeLayout layout = RopeLayout::HalfSplit);
 // Causal attention of q[tokens, heads, head_dim] over caches [max_seq, kv_heads, head_dim]
 // holding positions [0, pos0 + tokens); window 0 means no sliding window; softcap > 0 caps
 // the scaled scores as softcap * tanh(score / softcap) (0: no capping).

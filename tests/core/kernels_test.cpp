@@ -178,3 +178,35 @@ TEST(Embedding, RejectsOutOfRangeIds) {
 
 }  // namespace
 }  // namespace lathe
+
+namespace lathe {
+namespace {
+
+// The interleaved layout is the half-split one with the pair members moved next to each
+// other: permuting head dims (i, i + rot/2) -> (2i, 2i + 1) must commute with rotary.
+TEST(Rope, InterleavedIsAPermutationOfHalfSplit) {
+  const int64_t tokens = 3, heads = 2, hd = 8, half = 3;  // rot = 6 < head_dim
+  Tensor x = random_tensor({tokens, heads, hd}, 21);
+  Tensor cos = random_tensor({tokens, half}, 22), sin = random_tensor({tokens, half}, 23);
+  Tensor permuted = x.clone();
+  for (int64_t r = 0; r < tokens * heads; ++r)
+    for (int64_t i = 0; i < half; ++i) {
+      permuted.mut<float>()[r * hd + 2 * i] = x.data<float>()[r * hd + i];
+      permuted.mut<float>()[r * hd + 2 * i + 1] = x.data<float>()[r * hd + i + half];
+    }
+  Tensor split = x.clone();
+  ops::rope(split, cos, sin, ops::RopeLayout::HalfSplit);
+  ops::rope(permuted, cos, sin, ops::RopeLayout::Interleaved);
+  for (int64_t r = 0; r < tokens * heads; ++r) {
+    for (int64_t i = 0; i < half; ++i) {
+      EXPECT_FLOAT_EQ(permuted.data<float>()[r * hd + 2 * i], split.data<float>()[r * hd + i]);
+      EXPECT_FLOAT_EQ(permuted.data<float>()[r * hd + 2 * i + 1],
+                      split.data<float>()[r * hd + i + half]);
+    }
+    // Dims past the rotary part are left alone.
+    EXPECT_EQ(split.data<float>()[r * hd + 7], x.data<float>()[r * hd + 7]);
+  }
+}
+
+}  // namespace
+}  // namespace lathe

@@ -88,4 +88,23 @@ void rope_half_split(float* x, const float* cos, const float* sin, int64_t token
   }
 }
 
+// transformers' GLM rotate_half pairs neighbours: (x[2i], x[2i+1]) -> (-x[2i+1], x[2i]),
+// with cos/sin of frequency i repeated for both (repeat_interleave(2)).
+void rope_interleaved(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads,
+                      int64_t head_dim, int64_t rot) {
+  const int64_t half = rot / 2;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* c = cos + t * half;
+    const float* s = sin + t * half;
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + (t * heads + h) * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = v[2 * i], b = v[2 * i + 1];
+        v[2 * i] = a * c[i] - b * s[i];
+        v[2 * i + 1] = b * c[i] + a * s[i];
+      }
+    }
+  }
+}
+
 }  // namespace lathe::cpu

@@ -37,6 +37,9 @@ void layer_norm(const float* x, const float* weight, const float* bias, float ep
 // Rotary embedding in place on x[tokens, heads, head_dim], half-split layout (HF
 // rotate_half): pairs (i, i + rot/2) for i < rot/2, where rot = rotary dims <= head_dim.
 // cos/sin are [tokens, rot/2].
+// The interleaved layout (GLM / Ernie rotate_half): pairs (2i, 2i + 1) for i < rot/2.
+void rope_interleaved(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads,
+                      int64_t head_dim, int64_t rot);
 void rope_half_split(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads,
                      int64_t head_dim, int64_t rot);
 
