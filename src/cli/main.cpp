@@ -21,6 +21,9 @@ commands:
   chat-template DIR      JSON lines of conversations in, rendered prompts out
   tiny build|check       tiny test checkpoints and their comparison with transformers
   architectures          the supported architectures (--markdown: docs/architectures.md)
+  lab run|report|diff|merge|catalog
+                         the compatibility lab: run models, compare with transformers,
+                         write a Parquet dataset (lathe lab --help)
 
 exit codes: 0 success, 1 a failure you can act on (the message names the file and field),
             2 a usage error.
@@ -40,6 +43,7 @@ int main(int argc, char** argv) {
     if (cmd == "detokenize") return cmd_detokenize(argc, argv);
     if (cmd == "chat-template") return cmd_chat_template(argc, argv);
     if (cmd == "architectures") return cmd_architectures(argc, argv);
+    if (cmd == "lab") return cmd_lab(argc, argv);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       std::cout << kUsage;
       return 0;

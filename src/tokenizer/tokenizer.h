@@ -10,9 +10,13 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace lathe {
+
+// The libraries the tokenizer is built on and their versions (Oniguruma, utf8proc, ICU).
+std::vector<std::pair<std::string, std::string>> tokenizer_library_versions();
 
 namespace tok {
 struct Pipeline;  // normalizer, pre-tokenizer, model, post-processor, decoder, added tokens

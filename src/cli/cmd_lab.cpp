@@ -1,0 +1,313 @@
+// lathe lab run|report|diff|merge|catalog: the compatibility lab (docs/lab.md).
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/version.h"
+#include "io/durable.h"
+#include "lab/catalog.h"
+#include "lab/dataset.h"
+#include "lab/report.h"
+#include "lab/runner.h"
+#include "lab/subprocess.h"
+
+namespace lathe {
+namespace fs = std::filesystem;
+namespace {
+
+const char* kLabUsage = R"(usage: lathe lab SUBCOMMAND [ARGS] [--help]
+
+The compatibility lab: runs each catalog model through the protocol in its own process,
+compares it with transformers, and writes a Parquet dataset.
+
+subcommands:
+  run                  run a sweep (default: the bundled catalog of tiny models)
+  report [PATH ...]    coverage by architecture and status (Markdown, or --json)
+  diff A B             what passed in A and fails in B, and the reverse
+  merge OUT IN ...     merge sweeps (e.g. the shards of a job array) into one dataset
+  catalog refresh      read the Hub's model listing into catalog files
+)";
+
+fs::path source_path(const std::string& relative) {
+  if (fs::exists(relative)) return fs::absolute(relative);
+  return fs::path(kLatheSourceDir) / relative;
+}
+
+// Options shared by `run` and the per-model `run-one`.
+std::vector<OptionSpec> protocol_options() {
+  return {
+      {"dtype", "f32|bf16", "weight dtype the models run in (default f32)"},
+      {"threads", "N", "threads per model (default 1: one core)"},
+      {"max-new-tokens", "N", "greedy tokens to generate and compare (default 32)"},
+      {"prompt", "TEXT", "prompt for models whose entry gives no prompt ids"},
+      {"reference-cache", "DIR", "reference cache (default ~/.cache/lathe/reference)"},
+      {"reference-python", "PY",
+       "Python with torch and transformers for the reference bridge (default: "
+       "$LATHE_REFERENCE_PYTHON; without one, only cached references are used)"},
+      {"reference-bridge", "FILE", "the bridge script (default tools/reference/bridge.py)"},
+      {"reference-timeout", "S", "seconds the bridge may take per model (default 3600)"},
+  };
+}
+
+ProtocolOptions read_protocol_options(const Args& args) {
+  ProtocolOptions p;
+  p.dtype = args.get_or("dtype", "f32");
+  if (p.dtype != "f32" && p.dtype != "bf16")
+    throw UsageError(cat("--dtype must be f32 or bf16, got \"", p.dtype, "\""));
+  p.threads = static_cast<int>(args.get_int("threads", 1, 1, 1024));
+  p.max_new_tokens = args.get_int("max-new-tokens", 32, 1, 4096);
+  p.prompt_text = args.get_or("prompt", p.prompt_text);
+  const char* home = std::getenv("HOME");
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const fs::path cache_home = xdg && *xdg ? fs::path(xdg) : fs::path(home ? home : ".") / ".cache";
+  p.reference_cache = args.get_or("reference-cache", (cache_home / "lathe" / "reference").string());
+  std::string python = args.get_or("reference-python", "");
+  if (python.empty())
+    if (const char* env = std::getenv("LATHE_REFERENCE_PYTHON")) python = env;
+  if (!python.empty()) {
+    BridgeOptions b;
+    b.python = python;
+    b.script = args.get_or("reference-bridge", source_path("tools/reference/bridge.py").string());
+    b.timeout_seconds = args.get_double("reference-timeout", 3600);
+    p.bridge = b;
+  }
+  return p;
+}
+
+std::pair<int, int> parse_shard(const std::string& s) {
+  const size_t slash = s.find('/');
+  try {
+    if (slash != std::string::npos) {
+      size_t a = 0, b = 0;
+      const int i = std::stoi(s.substr(0, slash), &a);
+      const int n = std::stoi(s.substr(slash + 1), &b);
+      if (a == slash && b == s.size() - slash - 1 && n >= 1 && i >= 0 && i < n) return {i, n};
+    }
+  } catch (const std::exception&) {
+  }
+  throw UsageError(cat("--shard must be I/N with 0 <= I < N (e.g. 0/4), got \"", s, "\""));
+}
+
+int lab_run(int argc, char** argv) {
+  std::vector<OptionSpec> options = {
+      {"catalog", "FILE", "catalog file to run (default: the bundled catalog)"},
+      {"fixtures", "DIR", "tiny fixtures for the bundled catalog (default tests/fixtures/tiny)"},
+      {"model", "DIR[,DIR]", "also run these local checkpoint folders"},
+      {"hf-cache", "DIR", "also run the models of this Hugging Face hub cache (default: none)"},
+      {"out", "DIR", "the sweep's folder: journal, logs, dataset (default lab-results)"},
+      {"resume", "", "continue the sweep in --out where it stopped"},
+      {"shard", "I/N", "run only entries i with i % N == I (for job arrays)"},
+      {"timeout", "S", "wall-clock seconds per model (default 600)"},
+      {"memory-limit", "MB", "address-space limit per model in MiB (default 8192)"},
+      {"json", "", "print the report as JSON instead of Markdown"},
+      {"quiet", "", "no progress lines on stderr"},
+  };
+  for (auto& o : protocol_options()) options.push_back(o);
+  Args args("lab run",
+            "Runs each catalog model in its own process: fetch, inspect, plan, load, compile, "
+            "generate 32 greedy tokens, compare with transformers. Rows are journaled as they "
+            "finish (OUT/rows.jsonl) and published as Parquet (OUT/dataset/).",
+            {}, options);
+  args.parse(argc, argv, 3);
+  if (args.help()) {
+    std::cout << args.usage();
+    return 0;
+  }
+  Catalog catalog;
+  if (auto file = args.get("catalog")) {
+    catalog = read_catalog(*file);
+  } else {
+    std::vector<fs::path> local;
+    if (auto m = args.get("model")) {
+      std::string rest = *m;
+      for (size_t p; !rest.empty(); rest = p == std::string::npos ? "" : rest.substr(p + 1)) {
+        p = rest.find(',');
+        if (!rest.substr(0, p).empty()) local.emplace_back(rest.substr(0, p));
+      }
+    }
+    std::optional<fs::path> hub;
+    if (auto h = args.get("hf-cache")) hub = *h;
+    catalog = default_catalog(args.get_or("fixtures", source_path("tests/fixtures/tiny").string()),
+                              local, hub);
+  }
+  SweepOptions o;
+  o.out = fs::absolute(args.get_or("out", "lab-results"));
+  o.resume = args.flag("resume");
+  if (auto s = args.get("shard")) std::tie(o.shard_index, o.shard_count) = parse_shard(*s);
+  o.timeout_seconds = args.get_double("timeout", 600);
+  if (!(o.timeout_seconds > 0)) throw UsageError("--timeout must be a positive number of seconds");
+  o.memory_limit_bytes = args.get_int("memory-limit", 8192, 16, int64_t{1} << 24) << 20;
+  o.protocol = read_protocol_options(args);
+  o.lathe_executable = self_executable();
+  if (!args.flag("quiet")) o.progress = [](const std::string& line) { std::cerr << line << "\n"; };
+  if (!args.flag("quiet"))
+    std::cerr << "lab: " << catalog.models.size() << " models in the catalog; sweep folder "
+              << o.out.string() << "\n";
+  const SweepResult r = run_sweep(catalog, o);
+  if (args.flag("json")) {
+    std::cout << report_json(r.rows).dump(1) << "\n";
+  } else {
+    std::cout << report_markdown(r.rows);
+    std::cout << "\nran " << r.ran << " models";
+    if (r.resumed) std::cout << " (" << r.resumed << " rows resumed from the journal)";
+    std::cout << "; dataset:";
+    for (const auto& f : r.dataset_files) std::cout << " " << f.string();
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+int lab_run_one(int argc, char** argv) {
+  std::vector<OptionSpec> options = {
+      {"entry", "FILE", "a catalog file holding the one entry to run"},
+      {"result", "FILE", "where the row is written (JSON)"},
+      {"progress", "FILE", "each stage's name is appended as it starts"},
+      {"work", "DIR", "where tiny checkpoints are built"},
+  };
+  for (auto& o : protocol_options()) options.push_back(o);
+  Args args("lab run-one",
+            "Runs the protocol for one model in this process (the sweep starts one per model).", {},
+            options);
+  args.parse(argc, argv, 3);
+  if (args.help()) {
+    std::cout << args.usage();
+    return 0;
+  }
+  for (const char* required : {"entry", "result", "work"})
+    if (!args.has(required)) throw UsageError(cat("lab run-one: --", required, " is required"));
+  const Catalog one = read_catalog(*args.get("entry"));
+  if (one.models.size() != 1) fail(*args.get("entry"), ": must hold exactly one model");
+  ProtocolOptions p = read_protocol_options(args);
+  p.work_dir = *args.get("work");
+  p.progress_file = args.get_or("progress", "");
+  p.memory_limit_bytes = one.models[0].memory_limit_bytes;
+  const LabRow row = run_protocol(one.models[0], p);
+  write_file_atomic(*args.get("result"), row_to_json(row).dump() + "\n");
+  return 0;
+}
+
+std::vector<LabRow> rows_of(const std::vector<std::string>& paths) {
+  std::vector<LabRow> rows;
+  for (const auto& p : paths)
+    for (auto& r : read_rows(p)) rows.push_back(std::move(r));
+  return rows;
+}
+
+int lab_report(int argc, char** argv) {
+  Args args("lab report",
+            "Coverage by architecture and status of one or more sweeps or datasets (a sweep "
+            "folder, a dataset folder or .parquet files; default lab-results).",
+            {"PATH..."}, {{"json", "", "print JSON instead of Markdown"}});
+  args.parse(argc, argv, 3);
+  if (args.help()) {
+    std::cout << args.usage();
+    return 0;
+  }
+  std::vector<std::string> paths = args.positionals();
+  if (paths.empty()) paths.push_back("lab-results");
+  const auto rows = rows_of(paths);
+  if (args.flag("json"))
+    std::cout << report_json(rows).dump(1) << "\n";
+  else
+    std::cout << report_markdown(rows);
+  return 0;
+}
+
+int lab_diff(int argc, char** argv) {
+  Args args("lab diff", "What passed in A and does not in B (regressions), and the reverse.",
+            {"A", "B"}, {{"json", "", "print JSON instead of Markdown"}});
+  args.parse(argc, argv, 3);
+  if (args.help()) {
+    std::cout << args.usage();
+    return 0;
+  }
+  const Json d = diff_json(read_rows(args.positionals()[0]), read_rows(args.positionals()[1]));
+  if (args.flag("json"))
+    std::cout << d.dump(1) << "\n";
+  else
+    std::cout << diff_markdown(d);
+  return 0;
+}
+
+int lab_merge(int argc, char** argv) {
+  Args args("lab merge",
+            "Merges sweep folders (e.g. the shards of a job array) into OUT: one journal and "
+            "one dataset. A model present twice keeps the row that finished last.",
+            {"OUT", "IN", "IN..."}, {});
+  args.parse(argc, argv, 3);
+  if (args.help()) {
+    std::cout << args.usage();
+    return 0;
+  }
+  const auto& pos = args.positionals();
+  const std::vector<fs::path> inputs(pos.begin() + 1, pos.end());
+  const auto rows = merge_sweeps(inputs, pos[0]);
+  std::cerr << "merged " << rows.size() << " rows from " << inputs.size() << " sweeps into "
+            << pos[0] << "\n";
+  return 0;
+}
+
+int lab_catalog(int argc, char** argv) {
+  const std::string sub = argc > 3 ? argv[3] : "";
+  if (sub != "refresh")
+    throw UsageError("usage: lathe lab catalog refresh [--endpoint URL] [--out DIR] ...");
+  Args args("lab catalog refresh",
+            "Reads the Hub's public model listing (trending and downloads rankings per task) "
+            "into catalog files OUT/<task>-<view>.json.",
+            {},
+            {{"endpoint", "URL", "the Hub (default $HF_ENDPOINT, else https://huggingface.co)"},
+             {"task", "T[,T]", "pipeline tags (default text-generation,image-text-to-text)"},
+             {"view", "V[,V]", "rankings (default trending,downloads)"},
+             {"limit", "N", "models per ranking (default 100)"},
+             {"out", "DIR", "where the catalog files go (default data/catalog)"}});
+  args.parse(argc, argv, 4);
+  if (args.help()) {
+    std::cout << args.usage();
+    return 0;
+  }
+  const char* env = std::getenv("HF_ENDPOINT");
+  const std::string endpoint =
+      args.get_or("endpoint", env && *env ? env : "https://huggingface.co");
+  const fs::path out = args.get_or("out", "data/catalog");
+  const int limit = static_cast<int>(args.get_int("limit", 100, 1, 1000));
+  auto split = [](std::string s) {
+    std::vector<std::string> parts;
+    for (size_t p; !s.empty(); s = p == std::string::npos ? "" : s.substr(p + 1)) {
+      p = s.find(',');
+      if (!s.substr(0, p).empty()) parts.push_back(s.substr(0, p));
+    }
+    return parts;
+  };
+  fs::create_directories(out);
+  for (const auto& task : split(args.get_or("task", "text-generation,image-text-to-text")))
+    for (const auto& view : split(args.get_or("view", "trending,downloads"))) {
+      const Catalog c = fetch_hub_listing(endpoint, task, view, limit);
+      const fs::path file = out / cat(task, "-", view, ".json");
+      write_catalog(c, file);
+      std::cerr << "wrote " << c.models.size() << " models to " << file.string() << "\n";
+    }
+  return 0;
+}
+
+}  // namespace
+
+int cmd_lab(int argc, char** argv) {
+  const std::string sub = argc > 2 ? argv[2] : "";
+  if (sub == "run") return lab_run(argc, argv);
+  if (sub == "run-one") return lab_run_one(argc, argv);
+  if (sub == "report") return lab_report(argc, argv);
+  if (sub == "diff") return lab_diff(argc, argv);
+  if (sub == "merge") return lab_merge(argc, argv);
+  if (sub == "catalog") return lab_catalog(argc, argv);
+  if (sub == "--help" || sub == "-h" || sub == "help") {
+    std::cout << kLabUsage;
+    return 0;
+  }
+  std::cerr << (sub.empty() ? "" : "lathe lab: unknown subcommand \"" + sub + "\"\n") << kLabUsage;
+  return 2;
+}
+
+}  // namespace lathe

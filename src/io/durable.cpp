@@ -1,0 +1,109 @@
+#include "io/durable.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "core/error.h"
+
+namespace lathe {
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_all(int fd, std::string_view bytes, const fs::path& path) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(path.string(), ": cannot write: ", std::strerror(n < 0 ? errno : ENOSPC));
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+}  // namespace
+
+void fsync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail(dir.string(), ": cannot open folder to sync it: ", std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) fail(dir.string(), ": cannot sync folder: ", std::strerror(err));
+}
+
+void fsync_file(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path.string(), ": cannot open to sync it: ", std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) fail(path.string(), ": cannot sync: ", std::strerror(err));
+}
+
+void write_file_atomic(const fs::path& path, std::string_view bytes) {
+  const fs::path tmp = fs::path(path).concat(".tmp" + std::to_string(::getpid()));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(path.string(), ": cannot create: ", std::strerror(errno));
+  try {
+    write_all(fd, bytes, path);
+    if (::fsync(fd) != 0) fail(path.string(), ": cannot sync: ", std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    fail(path.string(), ": cannot rename the finished file into place: ", std::strerror(err));
+  }
+  fsync_dir(path.parent_path());
+}
+
+AppendLog::AppendLog(const fs::path& path) : path_(path) {
+  const bool existed = fs::exists(path);
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail(path.string(), ": cannot open for appending: ", std::strerror(errno));
+  if (!existed) fsync_dir(path.parent_path());
+}
+
+AppendLog::~AppendLog() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void AppendLog::append(std::string_view line) {
+  const off_t before = ::lseek(fd_, 0, SEEK_END);
+  std::string text(line);
+  text.push_back('\n');
+  try {
+    write_all(fd_, text, path_);
+    if (::fsync(fd_) != 0) fail(path_.string(), ": cannot sync: ", std::strerror(errno));
+  } catch (...) {
+    // Cut a partial line off again, so the log holds whole lines only.
+    if (before >= 0 && ::ftruncate(fd_, before) == 0) (void)::fsync(fd_);
+    throw;
+  }
+}
+
+std::vector<std::string> read_log_lines(const fs::path& path, bool repair) {
+  std::vector<std::string> lines;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return lines;
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  size_t start = 0;
+  for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
+    if (nl > start) lines.push_back(text.substr(start, nl - start));
+  if (start < text.size() && repair) {
+    // The last append was cut short (a kill mid-write, a full disk): drop it.
+    fs::resize_file(path, start);
+    fsync_file(path);
+  }
+  return lines;
+}
+
+}  // namespace lathe

@@ -1,0 +1,339 @@
+#include "lab/protocol.h"
+
+#include <gnu/libc-version.h>
+#include <openssl/crypto.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <thread>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "core/version.h"
+#include "generate/generate.h"
+#include "io/checkpoint.h"
+#include "io/json.h"
+#include "io/tiny_checkpoint.h"
+#include "lab/compare.h"
+#include "lab/dataset.h"
+#include "models/registry.h"
+#include "tokenizer/tokenizer.h"
+
+namespace lathe {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0)
+      if (const size_t p = line.find(':'); p != std::string::npos) return line.substr(p + 2);
+  return "unknown";
+}
+
+// Stage bookkeeping: names each stage as it starts (in the progress file, so the sweep
+// knows where a killed process was) and records when it ended.
+class Stages {
+ public:
+  Stages(LabRow& row, const fs::path& progress) : row_(row) {
+    if (!progress.empty()) {
+      progress_.open(progress, std::ios::app);
+      if (!progress_) fail(progress.string(), ": cannot write the progress file");
+    }
+  }
+  void enter(const std::string& stage) {
+    close_current();
+    current_ = stage;
+    row_.stage = stage;
+    if (progress_.is_open()) progress_ << stage << "\n" << std::flush;
+  }
+  void close_current() {
+    if (!current_.empty()) row_.stage_seconds.emplace_back(current_, elapsed());
+    current_.clear();
+  }
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  LabRow& row_;
+  std::ofstream progress_;
+  std::string current_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+fs::path checkpoint_dir(const CatalogEntry& e, const ProtocolOptions& o) {
+  if (!e.fixture.empty()) return o.work_dir / e.fixture.filename();
+  return e.path;
+}
+
+// Builds a tiny fixture's checkpoint once; later runs reuse it.
+void fetch_tiny(const CatalogEntry& e, const fs::path& dir) {
+  if (fs::exists(dir / ".lathe-built")) return;
+  const fs::path tmp = fs::path(dir).concat(cat(".tmp", ::getpid()));
+  fs::remove_all(tmp);
+  build_tiny_checkpoint(e.fixture, tmp, {});
+  std::ofstream(tmp / ".lathe-built") << e.fixture.string() << "\n";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::rename(tmp, dir, ec);
+  if (ec) fail(dir.string(), ": cannot place the built checkpoint: ", ec.message());
+}
+
+std::vector<int32_t> golden_prompt(const fs::path& fixture) {
+  const Json g = read_json_file(fixture / "goldens.json");
+  std::vector<int32_t> ids;
+  for (const Json& x : g.at("prompt_ids")) ids.push_back(x.get<int32_t>());
+  return ids;
+}
+
+std::string run_script(const CatalogEntry& e, const ProtocolOptions& o,
+                       const std::vector<int32_t>& prompt, int64_t max_seq) {
+  std::string s = cat("# lathe ", kLatheVersion, " at commit ", kLatheCommit,
+                      "; in a lathe checkout of that commit:\ntools/setup.sh\n");
+  std::string model = "MODEL";
+  if (!e.fixture.empty()) {
+    model = "/tmp/" + e.fixture.filename().string();
+    s += cat("build/lathe tiny build tests/fixtures/tiny/", e.fixture.filename().string(), " ",
+             model, "\n");
+  } else if (e.revision == "local") {
+    model = e.path.string();
+    s += "# MODEL is a local folder: " + e.path.string() + "\n";
+  } else {
+    model = "model";
+    s += cat("hf download ", e.id, " --revision ", e.revision, " --local-dir ", model, "\n");
+  }
+  s += cat("build/lathe generate ", shell_quote(model), " --prompt-ids ",
+           shell_quote(Json(prompt).dump()), " --max-new-tokens ", o.max_new_tokens,
+           " --greedy --dtype ", o.dtype, " --threads ", o.threads, " --max-seq ", max_seq,
+           " --json\n");
+  return s;
+}
+
+[[noreturn]] void inject_fault(const std::string& what) {
+  if (what == "crash") std::raise(SIGSEGV);
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // "hang"
+}
+
+std::string judge(LabRow& row, const Reference& ref, bool f32) {
+  const double tol = f32 ? kLabF32Nmse : kLabBf16Nmse;
+  std::string why;
+  bool ok = true;
+  if (row.first_mismatch) {
+    const int64_t k = *row.first_mismatch;
+    const bool near_tie = !f32 && k < static_cast<int64_t>(ref.greedy_margins.size()) &&
+                          ref.greedy_margins[static_cast<size_t>(k)] < kLabNearTie;
+    if (near_tie) {
+      why = cat("tokens part at step ", k, " after a near-tie (reference margin ",
+                ref.greedy_margins[static_cast<size_t>(k)], "); ");
+    } else {
+      ok = false;
+      why = cat("tokens differ from step ", k, "; ");
+    }
+  } else {
+    why = cat(row.generated_tokens.size(), " tokens identical; ");
+  }
+  if (row.logits_nmse && *row.logits_nmse > tol) {
+    ok = false;
+    why += cat("logit NMSE ", *row.logits_nmse, " > ", tol);
+  } else if (row.logits_nmse) {
+    why += cat("logit NMSE ", *row.logits_nmse, " <= ", tol);
+  }
+  row.status = ok ? "pass" : "fail";
+  return why;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> stack_versions() {
+  std::map<std::string, std::string> s;
+  s["lathe"] = cat(kLatheVersion, "+", kLatheCommit);
+  s["compiler"] = __VERSION__;
+  s["glibc"] = gnu_get_libc_version();
+  utsname u{};
+  if (::uname(&u) == 0) s["os"] = cat(u.sysname, " ", u.release, " ", u.machine);
+  s["cpu"] = cpu_model();
+  s["cores_online"] = std::to_string(std::thread::hardware_concurrency());
+  s["openssl"] = OpenSSL_version(OPENSSL_VERSION);
+  s["arrow"] = arrow_version();
+  for (const auto& [k, v] : tokenizer_library_versions()) s[k] = v;
+  return s;
+}
+
+LabRow base_row(const CatalogEntry& e, const ProtocolOptions& o) {
+  LabRow r;
+  r.model_id = e.id;
+  r.revision = e.revision;
+  r.task = e.task;
+  r.dtype = o.dtype;
+  r.architecture = e.architecture;
+  r.source = !e.fixture.empty() ? "tiny" : e.revision == "local" ? "local" : "hub";
+  r.cores = o.threads;
+  r.lathe_version = kLatheVersion;
+  r.lathe_commit = kLatheCommit;
+  r.stack = stack_versions();
+  r.memory_limit_bytes = e.memory_limit_bytes ? e.memory_limit_bytes : o.memory_limit_bytes;
+  r.prompt_ids = e.prompt_ids;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  r.host = host;
+  r.reference_source = "unavailable";
+  return r;
+}
+
+LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
+  LabRow row = base_row(e, o);
+  row.started_at = utc_now();
+  Stages stages(row, o.progress_file);
+  const bool f32 = o.dtype == "f32";
+  const auto record_error = [&](const std::string& status, const std::string& type,
+                                const std::string& message) {
+    row.status = status;
+    row.error_type = type;
+    row.error_message = message;
+  };
+  try {
+    stages.enter("fetch");
+    const fs::path dir = checkpoint_dir(e, o);
+    if (!e.fixture.empty()) {
+      fetch_tiny(e, dir);
+      if (row.prompt_ids.empty()) row.prompt_ids = golden_prompt(e.fixture);
+    }
+
+    stages.enter("inspect");
+    const Json config = read_json_file(dir / "config.json");
+    const Json& archs = config.contains("architectures") ? config["architectures"] : Json();
+    if (!archs.is_array() || archs.empty() || !archs[0].is_string())
+      fail((dir / "config.json").string(), ": field \"architectures\" must name the model class");
+    row.architecture = archs[0].get<std::string>();
+    if (!find_architecture(row.architecture)) {
+      record_error("unsupported", "unsupported_architecture",
+                   cat((dir / "config.json").string(), ": architecture ", row.architecture,
+                       " is not supported by lathe ", kLatheVersion));
+      stages.close_current();
+      row.total_seconds = stages.elapsed();
+      row.finished_at = utc_now();
+      return row;
+    }
+
+    stages.enter("plan");
+    // One core until sharding exists. The weights must fit the memory limit.
+    uint64_t weight_bytes = 0;
+    for (const auto& f : fs::directory_iterator(dir))
+      if (f.path().extension() == ".safetensors") weight_bytes += fs::file_size(f.path());
+    row.weight_bytes = static_cast<int64_t>(weight_bytes);
+    if (row.memory_limit_bytes > 0 && weight_bytes > static_cast<uint64_t>(row.memory_limit_bytes))
+      fail("the weights (", weight_bytes >> 20, " MiB) exceed the memory limit of ",
+           row.memory_limit_bytes >> 20, " MiB");
+    if (!e.inject.empty()) inject_fault(e.inject);
+
+    stages.enter("load");
+    const Checkpoint ckpt = Checkpoint::open(dir);
+    ModelOptions mo;
+    mo.dtype = f32 ? DType::F32 : DType::BF16;
+    auto model = load_model(ckpt, mo);
+    for (const auto& name : ckpt.tensor_names())
+      row.parameters += shape_numel(ckpt.entry(name).shape);
+
+    stages.enter("compile");  // eager mode: nothing to compile yet
+    stages.enter("generate");
+    if (row.prompt_ids.empty()) row.prompt_ids = Tokenizer::load(dir).encode(o.prompt_text, true);
+    for (int32_t id : row.prompt_ids)
+      if (id < 0 || id >= model->info().vocab_size)
+        fail("prompt token id ", id, " is outside the vocabulary of ", model->info().vocab_size);
+    const int64_t max_seq = static_cast<int64_t>(row.prompt_ids.size()) + o.max_new_tokens;
+    row.run_script = run_script(e, o, row.prompt_ids, max_seq);
+    ThreadPool pool(o.threads);
+    Context ctx{&pool, false};
+    GenerateOptions go;
+    go.max_new_tokens = o.max_new_tokens;
+    go.eos_token_ids = ckpt.generation().eos_token_ids;
+    KVCache cache = model->new_cache(max_seq);
+    const GenerateResult gen = generate(*model, ctx, cache, row.prompt_ids, go);
+    row.generated_tokens = gen.tokens;
+    if (gen.decode_seconds > 0 && gen.tokens.size() > 1)
+      row.tokens_per_second = static_cast<double>(gen.tokens.size() - 1) / gen.decode_seconds;
+
+    stages.enter("reference");
+    const std::string hash = model_content_hash(dir);
+    const fs::path key =
+        reference_key_dir(o.reference_cache, hash, row.prompt_ids, o.max_new_tokens);
+    std::optional<Reference> ref = lookup_reference(key);
+    if (!ref && !e.fixture.empty() && golden_prompt(e.fixture) == row.prompt_ids) {
+      import_golden(e.fixture, key);
+      ref = lookup_reference(key);
+    }
+    if (!ref && o.bridge) ref = run_bridge(*o.bridge, dir, row.prompt_ids, o.max_new_tokens, key);
+    if (!ref) {
+      record_error("untested", "reference_unavailable",
+                   "no reference: no cached transformers output for this model and prompt, and "
+                   "no Python with transformers and torch to make one (--reference-python)");
+      row.judge_verdict = "ran; no reference to compare with";
+      stages.close_current();
+      row.total_seconds = stages.elapsed();
+      row.finished_at = utc_now();
+      return row;
+    }
+    row.reference_source = ref->source;
+    row.transformers_version = ref->transformers_version;
+    row.torch_version = ref->torch_version;
+    row.stack["transformers (reference)"] = ref->transformers_version;
+    row.stack["torch (reference)"] = ref->torch_version;
+    row.reference_tokens = ref->greedy_tokens;
+    row.reference_script = ref->script;
+
+    stages.enter("compare");
+    if (auto k = first_token_mismatch(row.generated_tokens, row.reference_tokens))
+      row.first_mismatch = static_cast<int32_t>(*k);
+    std::vector<std::pair<std::string, Tensor>> actual;
+    Trace trace = [&](const std::string& name, const Tensor& t) {
+      actual.emplace_back(name, t.clone());
+    };
+    for (int32_t id : ref->teacher_forced_ids)
+      if (id < 0 || id >= model->info().vocab_size)
+        fail(ref->dir.string(), ": teacher-forced id ", id, " is outside the vocabulary");
+    KVCache tf_cache = model->new_cache(static_cast<int64_t>(ref->teacher_forced_ids.size()));
+    const Tensor logits = model->forward(ctx, ref->teacher_forced_ids, tf_cache, true, &trace);
+    if (logits.shape() != ref->logits.shape())
+      fail(ref->dir.string(), ": reference logits have another shape than lathe's");
+    const LogitComparison lc = compare_logits(logits, ref->logits);
+    row.logits_nmse = lc.nmse;
+    row.logits_max_abs_error = lc.max_abs_error;
+    row.top1_agreement = lc.top1_agreement;
+    if (!ref->hidden.empty()) {
+      const LayerReport layers =
+          compare_layers(actual, ref->hidden, f32 ? kLabF32Nmse : kLabBf16Nmse);
+      row.first_diverging_layer = layers.first_diverging;
+    }
+    row.judge_verdict = judge(row, *ref, f32);
+    if (row.status == "fail") row.error_type = "numerics";
+    stages.enter("done");
+  } catch (const std::bad_alloc&) {
+    record_error("oom", "out_of_memory",
+                 cat("out of memory in stage ", row.stage, " (limit ", row.memory_limit_bytes >> 20,
+                     " MiB)"));
+  } catch (const Error& err) {
+    const bool too_big = row.stage == "plan";
+    record_error(too_big ? "oom" : "error",
+                 too_big ? "exceeds_memory_limit" : cat(row.stage, "_error"), err.what());
+  } catch (const std::exception& err) {
+    record_error("error", "internal_error", err.what());
+  }
+  stages.close_current();
+  row.compile_seconds = 0;  // eager mode: compiling is a no-op until compiled mode exists
+  row.total_seconds = stages.elapsed();
+  row.finished_at = utc_now();
+  return row;
+}
+
+}  // namespace lathe

@@ -1,0 +1,53 @@
+// The lab protocol for one model, run inside its own process (`lathe lab run-one`):
+//   fetch      build the tiny checkpoint (later: download from the Hub)
+//   inspect    config.json: is the architecture supported?
+//   plan       cores and memory: one core until sharding exists; does it fit the limit?
+//   load       open the safetensors files and build the model
+//   compile    nothing yet (eager mode); recorded as zero seconds
+//   generate   32 greedy tokens through the static KV cache
+//   reference  transformers f32 on CPU: the cache, else the bridge
+//   compare    tokens, teacher-forced logits and the first diverging layer; the judge
+// Each stage's end is recorded in seconds from the start.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "lab/catalog.h"
+#include "lab/reference.h"
+#include "lab/row.h"
+
+namespace lathe {
+
+// Logit NMSE a run may show against transformers f32 and still pass. F32 runs compute what
+// transformers computes up to summation order (measured: 1e-12 on tiny models); BF16 weights
+// are rounded (the golden tolerance, kGoldenBf16Nmse).
+inline constexpr double kLabF32Nmse = 1e-5;
+inline constexpr double kLabBf16Nmse = 5e-4;
+// BF16 runs may part from the reference's tokens where its top two logits were this close.
+inline constexpr double kLabNearTie = 0.05;
+
+struct ProtocolOptions {
+  std::filesystem::path work_dir;         // tiny checkpoints are built here
+  std::filesystem::path reference_cache;  // reference.h's cache
+  std::optional<BridgeOptions> bridge;    // unset: cache only
+  std::string dtype = "f32";              // "f32" or "bf16"
+  int threads = 1;
+  int64_t max_new_tokens = 32;
+  std::string prompt_text = "The capital of France is";
+  int64_t memory_limit_bytes = 0;       // the plan stage refuses models that cannot fit
+  std::filesystem::path progress_file;  // each stage's name is appended as it starts
+};
+
+// Runs the protocol and returns its row; every failure becomes a row, never an exception
+// (except when the progress or work folders cannot be written).
+LabRow run_protocol(const CatalogEntry& entry, const ProtocolOptions& opts);
+
+// The fields every row of `entry` carries, whatever happened: identity, stack, run script.
+LabRow base_row(const CatalogEntry& entry, const ProtocolOptions& opts);
+
+// Versions of everything below the result: lathe, compiler, C library, OS, CPU, libraries.
+std::map<std::string, std::string> stack_versions();
+
+}  // namespace lathe

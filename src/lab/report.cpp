@@ -1,0 +1,161 @@
+#include "lab/report.h"
+
+#include <map>
+#include <set>
+
+#include "core/error.h"
+
+namespace lathe {
+
+namespace {
+
+std::string percent(int64_t part, int64_t whole) {
+  if (whole == 0) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%",
+                100.0 * static_cast<double>(part) / static_cast<double>(whole));
+  return buf;
+}
+
+std::string cell(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+  return out;
+}
+
+}  // namespace
+
+Json report_json(const std::vector<LabRow>& rows) {
+  std::map<std::string, int64_t> by_status;
+  for (const char* s : kStatuses) by_status[s] = 0;
+  std::map<std::string, std::map<std::string, int64_t>> by_arch;
+  for (const auto& r : rows) {
+    ++by_status[r.status];
+    ++by_arch[r.architecture.empty() ? "(unknown)" : r.architecture][r.status];
+  }
+  Json archs = Json::array();
+  int64_t seen = 0, passing = 0;
+  for (const auto& [arch, counts] : by_arch) {
+    int64_t models = 0;
+    for (const auto& [s, n] : counts) models += n;
+    const bool passes = counts.count("pass") && counts.at("pass") > 0;
+    if (arch != "(unknown)") {
+      ++seen;
+      passing += passes;
+    }
+    archs.push_back(
+        {{"architecture", arch}, {"models", models}, {"by_status", counts}, {"passes", passes}});
+  }
+  std::set<std::string> versions;
+  for (const auto& r : rows)
+    versions.insert(cat("lathe ", r.lathe_version, " / transformers ",
+                        r.transformers_version.empty() ? "none" : r.transformers_version));
+  return {{"rows", rows.size()},
+          {"by_status", by_status},
+          {"coverage",
+           {{"architectures", seen},
+            {"passing", passing},
+            {"share", seen ? static_cast<double>(passing) / static_cast<double>(seen) : 0.0}}},
+          {"versions", versions},
+          {"architectures", archs}};
+}
+
+std::string report_markdown(const std::vector<LabRow>& rows) {
+  const Json j = report_json(rows);
+  std::string md = "# lathe lab report\n\n";
+  for (const auto& v : j["versions"]) md += cat("- ", v.get<std::string>(), "\n");
+  const Json& cov = j["coverage"];
+  md += cat("\n**Coverage: ", cov["passing"].get<int64_t>(), " of ",
+            cov["architectures"].get<int64_t>(), " architectures pass (",
+            percent(cov["passing"].get<int64_t>(), cov["architectures"].get<int64_t>()), "); ",
+            rows.size(), " models.**\n\n");
+  md += "| status | models |\n|---|---:|\n";
+  for (const char* s : kStatuses)
+    if (j["by_status"][s].get<int64_t>() > 0)
+      md += cat("| ", s, " | ", j["by_status"][s].get<int64_t>(), " |\n");
+  md +=
+      "\n| architecture | models | pass | fail | error | timeout | oom | unsupported | untested "
+      "|\n";
+  md += "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& a : j["architectures"]) {
+    md += cat("| ", cell(a["architecture"].get<std::string>()), " | ", a["models"].get<int64_t>());
+    for (const char* s : kStatuses) md += cat(" | ", a["by_status"].value(s, int64_t{0}));
+    md += " |\n";
+  }
+  std::string failures;
+  for (const auto& r : rows)
+    if (r.status != "pass")
+      failures += cat("| ", cell(r.model_id), " | ", r.status, " | ", r.stage, " | ",
+                      cell(r.error_type), " | ", cell(r.error_message.substr(0, 160)), " |\n");
+  if (!failures.empty())
+    md +=
+        "\n## Not passing\n\n| model | status | stage | error | message "
+        "|\n|---|---|---|---|---|\n" +
+        failures;
+  return md;
+}
+
+Json diff_json(const std::vector<LabRow>& a, const std::vector<LabRow>& b) {
+  std::map<std::string, const LabRow*> in_a, in_b;
+  for (const auto& r : a) in_a[r.key()] = &r;
+  for (const auto& r : b) in_b[r.key()] = &r;
+  auto brief = [](const LabRow& r) {
+    return Json{{"model_id", r.model_id},
+                {"revision", r.revision},
+                {"task", r.task},
+                {"dtype", r.dtype},
+                {"architecture", r.architecture},
+                {"status", r.status},
+                {"stage", r.stage},
+                {"error_type", r.error_type},
+                {"error_message", r.error_message}};
+  };
+  Json regressions = Json::array(), fixes = Json::array(), only_a = Json::array(),
+       only_b = Json::array();
+  int64_t same = 0;
+  for (const auto& [k, ra] : in_a) {
+    auto it = in_b.find(k);
+    if (it == in_b.end()) {
+      only_a.push_back(brief(*ra));
+      continue;
+    }
+    const LabRow& rb = *it->second;
+    const bool pa = ra->status == "pass", pb = rb.status == "pass";
+    if (pa && !pb)
+      regressions.push_back({{"a", brief(*ra)}, {"b", brief(rb)}});
+    else if (!pa && pb)
+      fixes.push_back({{"a", brief(*ra)}, {"b", brief(rb)}});
+    else
+      ++same;
+  }
+  for (const auto& [k, rb] : in_b)
+    if (!in_a.count(k)) only_b.push_back(brief(*rb));
+  return {{"regressions", regressions},
+          {"fixes", fixes},
+          {"only_in_a", only_a},
+          {"only_in_b", only_b},
+          {"unchanged", same}};
+}
+
+std::string diff_markdown(const Json& d) {
+  std::string md =
+      cat("# lathe lab diff\n\n", d["regressions"].size(), " regressions, ", d["fixes"].size(),
+          " fixes, ", d["unchanged"].get<int64_t>(), " unchanged, ", d["only_in_a"].size(),
+          " only in A, ", d["only_in_b"].size(), " only in B.\n");
+  for (const char* part : {"regressions", "fixes"}) {
+    if (d[part].empty()) continue;
+    md += cat("\n## ",
+              part == std::string("regressions") ? "Regressions (pass in A, not in B)"
+                                                 : "Fixes (pass in B, not in A)",
+              "\n\n| model | A | B | B's error |\n|---|---|---|---|\n");
+    for (const auto& x : d[part])
+      md += cat("| ", cell(x["a"]["model_id"].get<std::string>()), " | ",
+                x["a"]["status"].get<std::string>(), " | ", x["b"]["status"].get<std::string>(),
+                " (", x["b"]["stage"].get<std::string>(), ") | ",
+                cell(x["b"]["error_message"].get<std::string>().substr(0, 160)), " |\n");
+  }
+  return md;
+}
+
+}  // namespace lathe

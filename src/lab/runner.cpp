@@ -1,0 +1,247 @@
+#include "lab/runner.h"
+
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "core/error.h"
+#include "io/durable.h"
+#include "lab/dataset.h"
+#include "lab/subprocess.h"
+
+namespace lathe {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string safe_name(const std::string& id) {
+  std::string s;
+  for (char c : id) {
+    if (c == '/')
+      s += "--";
+    else
+      s +=
+          std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ? c : '_';
+  }
+  return s.substr(0, 200);
+}
+
+std::string last_line(const fs::path& file) {
+  std::ifstream in(file);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+std::vector<std::string> child_args(const SweepOptions& o, const fs::path& entry,
+                                    const fs::path& result, const fs::path& progress) {
+  const ProtocolOptions& p = o.protocol;
+  std::vector<std::string> a = {o.lathe_executable.string(),
+                                "lab",
+                                "run-one",
+                                "--entry",
+                                entry.string(),
+                                "--result",
+                                result.string(),
+                                "--progress",
+                                progress.string(),
+                                "--work",
+                                p.work_dir.string(),
+                                "--reference-cache",
+                                p.reference_cache.string(),
+                                "--dtype",
+                                p.dtype,
+                                "--threads",
+                                std::to_string(p.threads),
+                                "--max-new-tokens",
+                                std::to_string(p.max_new_tokens),
+                                "--prompt",
+                                p.prompt_text};
+  if (p.bridge) {
+    a.insert(a.end(),
+             {"--reference-python", p.bridge->python, "--reference-bridge", p.bridge->script,
+              "--reference-timeout", std::to_string(p.bridge->timeout_seconds)});
+  }
+  return a;
+}
+
+}  // namespace
+
+LabRow row_for_dead_process(LabRow row, const std::string& last_stage, bool timed_out,
+                            std::optional<int> signal, std::optional<int> exit_code,
+                            int64_t peak_rss_bytes, double seconds) {
+  row.stage = last_stage.empty() || !is_stage(last_stage) ? "fetch" : last_stage;
+  row.signal = signal;
+  row.exit_code = exit_code;
+  row.peak_memory_bytes = peak_rss_bytes;
+  row.total_seconds = seconds;
+  if (timed_out) {
+    row.status = "timeout";
+    row.error_type = "timeout";
+    row.error_message =
+        cat("killed after its timeout of ", row.timeout_seconds, " s, in stage ", row.stage);
+  } else if (signal == SIGKILL && row.memory_limit_bytes > 0 &&
+             peak_rss_bytes * 10 >= row.memory_limit_bytes * 9) {
+    row.status = "oom";
+    row.error_type = "out_of_memory";
+    row.error_message = cat("killed (SIGKILL) at ", peak_rss_bytes >> 20,
+                            " MiB resident, near its memory limit of ",
+                            row.memory_limit_bytes >> 20, " MiB, in stage ", row.stage);
+  } else if (signal) {
+    row.status = "error";
+    row.error_type = "crash";
+    row.error_message = cat("the model's process ended with signal ", *signal, " (",
+                            strsignal(*signal), ") in stage ", row.stage);
+  } else {
+    row.status = "error";
+    row.error_type = "no_result";
+    row.error_message = cat("the model's process exited with code ", exit_code.value_or(-1),
+                            " without a result, in stage ", row.stage);
+  }
+  return row;
+}
+
+std::vector<LabRow> read_journal(const fs::path& file, bool repair) {
+  std::vector<LabRow> rows;
+  const auto lines = read_log_lines(file, repair);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string origin = cat(file.string(), " line ", i + 1);
+    rows.push_back(row_from_json(parse_json(lines[i], origin), origin));
+  }
+  return rows;
+}
+
+std::vector<LabRow> read_rows(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) {
+    if (path.extension() == ".parquet") return read_parquet(path);
+    return read_journal(path, false);
+  }
+  if (fs::exists(path / "rows.jsonl")) return read_journal(path / "rows.jsonl", false);
+  const fs::path data = fs::exists(path / "dataset") ? path / "dataset" : path;
+  std::vector<fs::path> files;
+  if (fs::is_directory(data, ec))
+    for (const auto& e : fs::directory_iterator(data))
+      if (e.path().extension() == ".parquet") files.push_back(e.path());
+  if (files.empty()) fail(path.string(), ": no lab rows here (no rows.jsonl, no .parquet files)");
+  std::sort(files.begin(), files.end());
+  std::vector<LabRow> rows;
+  for (const auto& f : files)
+    for (auto& r : read_parquet(f)) rows.push_back(std::move(r));
+  return rows;
+}
+
+SweepResult run_sweep(const Catalog& catalog, const SweepOptions& o) {
+  if (o.shard_count < 1 || o.shard_index < 0 || o.shard_index >= o.shard_count)
+    throw UsageError(
+        cat("--shard must be I/N with 0 <= I < N, got ", o.shard_index, "/", o.shard_count));
+  fs::create_directories(o.out / "logs");
+  fs::create_directories(o.out / "run");
+  const fs::path journal_path = o.out / "rows.jsonl";
+  SweepResult res;
+  if (fs::exists(journal_path)) {
+    res.rows = read_journal(journal_path, o.resume);
+    if (!o.resume && !res.rows.empty())
+      fail(o.out.string(), ": this folder already holds a sweep (", res.rows.size(),
+           " rows in rows.jsonl); pass --resume to continue it, or choose another --out");
+  }
+  std::set<std::string> done;
+  for (const auto& r : res.rows) done.insert(r.key());
+  res.resumed = static_cast<int>(res.rows.size());
+  Catalog snapshot = catalog;
+  snapshot.models.clear();
+  for (size_t i = 0; i < catalog.models.size(); ++i)
+    if (static_cast<int>(i % static_cast<size_t>(o.shard_count)) == o.shard_index)
+      snapshot.models.push_back(catalog.models[i]);
+  write_catalog(snapshot, o.out / "catalog.json");
+
+  ProtocolOptions protocol = o.protocol;
+  protocol.work_dir = o.out / "models";
+  fs::create_directories(protocol.work_dir);
+  SweepOptions child = o;
+  child.protocol = protocol;
+  AppendLog journal(journal_path);
+  const size_t n = snapshot.models.size();
+  for (size_t i = 0; i < n; ++i) {
+    const CatalogEntry& e = snapshot.models[i];
+    LabRow base = base_row(e, protocol);
+    base.catalog_snapshot = catalog.snapshot;
+    base.timeout_seconds = e.timeout_seconds > 0 ? e.timeout_seconds : o.timeout_seconds;
+    if (!base.memory_limit_bytes) base.memory_limit_bytes = o.memory_limit_bytes;
+    if (done.count(base.key())) continue;
+
+    const std::string name = cat(i, "-", safe_name(e.id));
+    const fs::path entry_file = o.out / "run" / (name + ".entry.json");
+    const fs::path result_file = o.out / "run" / (name + ".result.json");
+    const fs::path progress_file = o.out / "run" / (name + ".progress");
+    const fs::path log_file = o.out / "logs" / (safe_name(e.id) + ".log");
+    Catalog one;
+    one.models = {e};
+    one.models[0].memory_limit_bytes = base.memory_limit_bytes;
+    write_catalog(one, entry_file);
+    fs::remove(result_file);
+    fs::remove(progress_file);
+    fs::remove(log_file);
+
+    ProcessOptions p;
+    p.argv = child_args(child, entry_file, result_file, progress_file);
+    p.log_file = log_file;
+    p.memory_limit_bytes = base.memory_limit_bytes;
+    p.timeout_seconds = base.timeout_seconds;
+    base.started_at = utc_now();
+    const ProcessResult pr = run_process(p);
+
+    LabRow row;
+    if (!pr.timed_out && pr.exit_code == 0 && fs::exists(result_file)) {
+      row = row_from_json(read_json_file(result_file), result_file.string());
+      row.catalog_snapshot = base.catalog_snapshot;
+      row.timeout_seconds = base.timeout_seconds;
+      row.exit_code = 0;
+      row.peak_memory_bytes = pr.peak_rss_bytes;
+    } else {
+      row = row_for_dead_process(base, last_line(progress_file), pr.timed_out, pr.signal,
+                                 pr.exit_code, pr.peak_rss_bytes, pr.seconds);
+      row.finished_at = utc_now();
+    }
+    if (row.status != "pass") row.log_tail = file_tail(log_file, 4000);
+    journal.append(row_to_json(row).dump());
+    done.insert(row.key());
+    res.rows.push_back(row);
+    ++res.ran;
+    for (const auto& f : {entry_file, result_file, progress_file}) fs::remove(f);
+    if (o.progress)
+      o.progress(cat("[", i + 1, "/", n, "] ", e.id, "  ", row.status,
+                     row.status == "pass" ? "" : " (" + row.stage + ": " + row.error_type + ")",
+                     "  ", static_cast<int>(row.total_seconds * 1000), " ms"));
+  }
+  res.dataset_files = write_dataset(res.rows, o.out / "dataset");
+  return res;
+}
+
+std::vector<LabRow> merge_sweeps(const std::vector<fs::path>& inputs, const fs::path& out) {
+  std::map<std::string, LabRow> by_key;
+  std::vector<std::string> order;
+  for (const auto& in : inputs)
+    for (auto& r : read_rows(in)) {
+      auto it = by_key.find(r.key());
+      if (it == by_key.end()) {
+        order.push_back(r.key());
+        by_key.emplace(r.key(), std::move(r));
+      } else if (r.finished_at > it->second.finished_at) {
+        it->second = std::move(r);
+      }
+    }
+  std::vector<LabRow> rows;
+  for (const auto& k : order) rows.push_back(by_key.at(k));
+  fs::create_directories(out);
+  std::string journal;
+  for (const auto& r : rows) journal += row_to_json(r).dump() + "\n";
+  write_file_atomic(out / "rows.jsonl", journal);
+  write_dataset(rows, out / "dataset");
+  return rows;
+}
+
+}  // namespace lathe

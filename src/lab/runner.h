@@ -1,0 +1,58 @@
+// A sweep: the catalog's models, each through the protocol in its own process (`lathe lab
+// run-one`) with a timeout and a memory limit. Each finished row is appended to the sweep's
+// journal (OUT/rows.jsonl, fsync'd) before the next model starts, so a killed sweep resumes
+// (--resume) without losing or repeating a row; the Parquet dataset is written from the
+// journal at the end.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lab/catalog.h"
+#include "lab/protocol.h"
+#include "lab/row.h"
+
+namespace lathe {
+
+struct SweepOptions {
+  std::filesystem::path out;  // the sweep's folder
+  bool resume = false;
+  int shard_index = 0, shard_count = 1;  // run entries i with i % count == index
+  int64_t memory_limit_bytes = 8LL << 30;
+  double timeout_seconds = 600;
+  ProtocolOptions protocol;                          // work_dir and progress_file are set per sweep
+  std::filesystem::path lathe_executable;            // the binary that runs `lab run-one`
+  std::function<void(const std::string&)> progress;  // one line per finished model
+};
+
+struct SweepResult {
+  std::vector<LabRow> rows;  // every row of the journal, resumed ones included
+  int ran = 0, resumed = 0;
+  std::vector<std::filesystem::path> dataset_files;
+};
+
+// Throws lathe::Error when OUT already holds a sweep and --resume is not given, or when the
+// journal cannot be written.
+SweepResult run_sweep(const Catalog& catalog, const SweepOptions& opts);
+
+// Turns how a model's process ended into its row when the process wrote none (killed by the
+// timeout, a signal or the kernel's out-of-memory killer).
+LabRow row_for_dead_process(LabRow base, const std::string& last_stage, bool timed_out,
+                            std::optional<int> signal, std::optional<int> exit_code,
+                            int64_t peak_rss_bytes, double seconds);
+
+// The journal's rows (a cut-short last line is dropped). Throws naming the file and line.
+std::vector<LabRow> read_journal(const std::filesystem::path& file, bool repair);
+
+// Rows from a sweep folder (its journal), a dataset folder or a Parquet file.
+std::vector<LabRow> read_rows(const std::filesystem::path& path);
+
+// Merges sweeps (e.g. the shards of a Slurm array) into OUT: one journal, one dataset.
+// A key present twice keeps the row that finished last. Returns the merged rows.
+std::vector<LabRow> merge_sweeps(const std::vector<std::filesystem::path>& inputs,
+                                 const std::filesystem::path& out);
+
+}  // namespace lathe

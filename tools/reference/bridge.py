@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""The lab's reference: runs a checkpoint folder with transformers f32 on CPU.
+
+Generates MAX_NEW_TOKENS greedy tokens from the given prompt ids, then computes the
+teacher-forced logits and hidden states of prompt + generated tokens, and writes them in the
+golden format lathe reads (the format tools/reference/make_tiny.py writes for fixtures):
+
+  OUT/reference.json         versions, prompt ids, greedy tokens and margins, ids, layer names
+  OUT/reference.safetensors  logits [T, vocab] and hidden_states [layers + 1, T, hidden]
+
+Usage: bridge.py MODEL_DIR --prompt-ids '[1, 2, 3]' [--max-new-tokens 32] --out OUT
+Needs torch and transformers; the lab runs it when they are installed and caches its output.
+"""
+import argparse
+import json
+import pathlib
+import shlex
+import sys
+
+FORMAT = 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model_dir")
+    ap.add_argument("--prompt-ids", required=True, help="JSON list of token ids")
+    ap.add_argument("--max-new-tokens", type=int, default=32)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+
+    import numpy as np
+    import torch
+    import transformers
+    from safetensors.numpy import save_file
+
+    prompt = json.loads(args.prompt_ids)
+    if not isinstance(prompt, list) or not prompt or not all(isinstance(i, int) for i in prompt):
+        print("bridge: --prompt-ids must be a non-empty JSON list of token ids", file=sys.stderr)
+        return 2
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=torch.float32)
+    model.eval()
+    gen_config = model.generation_config
+    eos = gen_config.eos_token_id
+    eos = sorted(set(eos if isinstance(eos, list) else ([eos] if eos is not None else [])))
+    with torch.no_grad():
+        # An explicit all-ones mask: otherwise prompt tokens equal to the pad id are masked.
+        gen = model.generate(
+            torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+            max_new_tokens=args.max_new_tokens, do_sample=False, num_beams=1,
+            eos_token_id=eos or None, pad_token_id=eos[0] if eos else None,
+            output_scores=True, return_dict_in_generate=True, use_cache=True)
+        tokens = gen.sequences[0, len(prompt):].tolist()
+        margins = [float(v[0] - v[1]) for v in (torch.topk(s[0].float(), 2).values for s in gen.scores)]
+        ids = prompt + tokens
+        res = model(torch.tensor([ids]), output_hidden_states=True)
+        logits = res.logits[0].float().numpy()
+        hidden = torch.stack([h[0] for h in res.hidden_states]).float().numpy()
+
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_file({"logits": np.ascontiguousarray(logits), "hidden_states": np.ascontiguousarray(hidden)},
+              str(out / "reference.safetensors"))
+    script = " ".join(shlex.quote(a) for a in
+                      ["python", "tools/reference/bridge.py", args.model_dir, "--prompt-ids",
+                       json.dumps(prompt), "--max-new-tokens", str(args.max_new_tokens),
+                       "--out", "REFERENCE_DIR"])
+    reference = {
+        "format": FORMAT,
+        "architecture": (model.config.architectures or [type(model).__name__])[0],
+        "made_by": {"transformers": transformers.__version__, "torch": torch.__version__,
+                    "dtype": "float32", "device": "cpu"},
+        "teacher_forced_ids": ids,
+        "prompt_ids": prompt,
+        "greedy_tokens": tokens,
+        "greedy_margins": margins,
+        "hidden_state_names": ["embed"] + [f"layer.{i}.out" for i in range(hidden.shape[0] - 2)]
+                              + ["final_norm"],
+        "script": script,
+    }
+    (out / "reference.json").write_text(json.dumps(reference, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
