@@ -4,6 +4,28 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh --python || { echo "test: setup failed" >&2; exit 1; }
+# tests/lab/slurm_test.sh starts a private single-node Slurm (own munged, own ports), so it needs
+# the daemons installed; it skips without them. Their packaged services are left alone: they use
+# the default socket and ports, which the test does not.
+SLURM_PACKAGES=(slurm-wlm munge)
+missing=()
+for p in "${SLURM_PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "test: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  { $SUDO apt-get update -qq &&
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}" >/dev/null; } ||
+    if [ "${CI:-}" = "true" ]; then
+      echo "test: could not install ${missing[*]}, which the Slurm test needs in CI" >&2
+      exit 1
+    else
+      echo "test: could not install ${missing[*]}; the Slurm test will be skipped" >&2
+    fi
+fi
 BUILD="${LATHE_BUILD:-build}"
 VENV="${LATHE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/venv}"
 SMOL="${LATHE_SMOLLM2_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/smollm2-135m-instruct}"

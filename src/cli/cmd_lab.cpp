@@ -96,12 +96,16 @@ int lab_run(int argc, char** argv) {
       {"catalog", "FILE", "catalog file to run (default: the bundled catalog)"},
       {"fixtures", "DIR", "tiny fixtures for the bundled catalog (default tests/fixtures/tiny)"},
       {"model", "DIR[,DIR]", "also run these local checkpoint folders"},
-      {"hf-cache", "DIR", "also run the models of this Hugging Face hub cache (default: none)"},
+      {"hf-cache", "DIR",
+       "also run the models of this Hugging Face hub cache (default: $HF_HUB_CACHE, "
+       "$HF_HOME/hub or ~/.cache/huggingface/hub when it exists)"},
+      {"no-hf-cache", "", "do not look for models in the Hugging Face cache"},
       {"out", "DIR", "the sweep's folder: journal, logs, dataset (default lab-results)"},
       {"resume", "", "continue the sweep in --out where it stopped"},
       {"shard", "I/N", "run only entries i with i % N == I (for job arrays)"},
       {"timeout", "S", "wall-clock seconds per model (default 600)"},
-      {"memory-limit", "MB", "address-space limit per model in MiB (default 8192)"},
+      {"memory-limit", "MB",
+       "memory per model in MiB (default 8192); its process may map 512 MiB more for code"},
       {"json", "", "print the report as JSON instead of Markdown"},
       {"quiet", "", "no progress lines on stderr"},
   };
@@ -129,7 +133,10 @@ int lab_run(int argc, char** argv) {
       }
     }
     std::optional<fs::path> hub;
-    if (auto h = args.get("hf-cache")) hub = *h;
+    if (auto h = args.get("hf-cache"))
+      hub = *h;
+    else if (!args.flag("no-hf-cache"))
+      hub = default_hf_hub_cache();
     catalog = default_catalog(args.get_or("fixtures", source_path("tests/fixtures/tiny").string()),
                               local, hub);
   }
@@ -139,7 +146,7 @@ int lab_run(int argc, char** argv) {
   if (auto s = args.get("shard")) std::tie(o.shard_index, o.shard_count) = parse_shard(*s);
   o.timeout_seconds = args.get_double("timeout", 600);
   if (!(o.timeout_seconds > 0)) throw UsageError("--timeout must be a positive number of seconds");
-  o.memory_limit_bytes = args.get_int("memory-limit", 8192, 16, int64_t{1} << 24) << 20;
+  o.memory_limit_bytes = args.get_int("memory-limit", 8192, 1, int64_t{1} << 24) << 20;
   o.protocol = read_protocol_options(args);
   o.lathe_executable = self_executable();
   if (!args.flag("quiet")) o.progress = [](const std::string& line) { std::cerr << line << "\n"; };

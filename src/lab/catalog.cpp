@@ -47,8 +47,9 @@ CatalogEntry entry_from_json(const Json& j, const std::string& origin, const fs:
   if (!(e.timeout_seconds >= 0 && e.timeout_seconds < 1e7))
     fail(origin, ": field \"timeout_seconds\" is out of range");
   e.inject = f.get_or<std::string>("inject", "");
-  if (!e.inject.empty() && e.inject != "hang" && e.inject != "crash")
-    fail(origin, ": field \"inject\" must be \"hang\" or \"crash\", got \"", e.inject, "\"");
+  if (!e.inject.empty() && e.inject != "hang" && e.inject != "crash" && e.inject != "oom")
+    fail(origin, ": field \"inject\" must be \"hang\", \"crash\" or \"oom\", got \"", e.inject,
+         "\"");
   return e;
 }
 

@@ -31,7 +31,7 @@ struct CatalogEntry {
   // Per-entry limits (0: the sweep's).
   int64_t memory_limit_bytes = 0;
   double timeout_seconds = 0;
-  // Self-test faults for the lab's own tests: "hang" or "crash" in the model's process.
+  // Self-test faults for the lab's own tests: "hang", "crash" or "oom" in the model's process.
   std::string inject;
 };
 

@@ -2,12 +2,14 @@
 
 #include <gnu/libc-version.h>
 #include <openssl/crypto.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 #include "core/error.h"
@@ -120,8 +122,17 @@ std::string run_script(const CatalogEntry& e, const ProtocolOptions& o,
   return s;
 }
 
-[[noreturn]] void inject_fault(const std::string& what) {
+// The lab's self-test faults (catalog field "inject"), to test that the sweep survives them.
+void inject_fault(const std::string& what) {
   if (what == "crash") std::raise(SIGSEGV);
+  if (what == "oom") {
+    // Touch memory until the address-space limit makes an allocation fail (std::bad_alloc).
+    std::vector<std::unique_ptr<char[]>> hog;
+    for (;;) {
+      hog.emplace_back(new char[64 << 20]);
+      for (size_t i = 0; i < (64 << 20); i += 4096) hog.back()[i] = 1;
+    }
+  }
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // "hang"
 }
 
@@ -330,6 +341,10 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
     record_error("error", "internal_error", err.what());
   }
   stages.close_current();
+  // This process's own peak (the bridge's Python, a child, is not lathe's memory).
+  rusage self{};
+  if (::getrusage(RUSAGE_SELF, &self) == 0)
+    row.peak_memory_bytes = static_cast<int64_t>(self.ru_maxrss) * 1024;
   row.compile_seconds = 0;  // eager mode: compiling is a no-op until compiled mode exists
   row.total_seconds = stages.elapsed();
   row.finished_at = utc_now();

@@ -85,6 +85,7 @@ LabRow row_for_dead_process(LabRow row, const std::string& last_stage, bool time
         cat("killed after its timeout of ", row.timeout_seconds, " s, in stage ", row.stage);
   } else if (signal == SIGKILL && row.memory_limit_bytes > 0 &&
              peak_rss_bytes * 10 >= row.memory_limit_bytes * 9) {
+    // The kernel's out-of-memory killer sends SIGKILL; the sweep's own kill is the timeout.
     row.status = "oom";
     row.error_type = "out_of_memory";
     row.error_message = cat("killed (SIGKILL) at ", peak_rss_bytes >> 20,
@@ -189,7 +190,7 @@ SweepResult run_sweep(const Catalog& catalog, const SweepOptions& o) {
     ProcessOptions p;
     p.argv = child_args(child, entry_file, result_file, progress_file);
     p.log_file = log_file;
-    p.memory_limit_bytes = base.memory_limit_bytes;
+    p.memory_limit_bytes = base.memory_limit_bytes + kProcessAllowanceBytes;
     p.timeout_seconds = base.timeout_seconds;
     base.started_at = utc_now();
     const ProcessResult pr = run_process(p);
@@ -200,7 +201,7 @@ SweepResult run_sweep(const Catalog& catalog, const SweepOptions& o) {
       row.catalog_snapshot = base.catalog_snapshot;
       row.timeout_seconds = base.timeout_seconds;
       row.exit_code = 0;
-      row.peak_memory_bytes = pr.peak_rss_bytes;
+      if (row.peak_memory_bytes == 0) row.peak_memory_bytes = pr.peak_rss_bytes;
     } else {
       row = row_for_dead_process(base, last_line(progress_file), pr.timed_out, pr.signal,
                                  pr.exit_code, pr.peak_rss_bytes, pr.seconds);

@@ -17,6 +17,10 @@
 
 namespace lathe {
 
+// Address space a model's process gets beyond its memory limit, for its code, libraries,
+// thread stacks and allocator arenas (a lathe process starts in about 200 MiB).
+inline constexpr int64_t kProcessAllowanceBytes = int64_t{512} << 20;
+
 struct SweepOptions {
   std::filesystem::path out;  // the sweep's folder
   bool resume = false;

@@ -1,0 +1,337 @@
+// `lathe lab` end to end through the binary: the bundled sweep, deliberately broken entries,
+// kill and resume, shard and merge, the Parquet files read by pyarrow, pandas and DuckDB,
+// and catalog refresh against a loopback stand-in for the Hub's listing API.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "io/json.h"
+#include "lab/runner.h"
+#include "support/run.h"
+
+extern char** environ;
+
+namespace lathe {
+namespace {
+
+namespace fs = std::filesystem;
+using lathe::testing::fixture_dir;
+using lathe::testing::read_file;
+using lathe::testing::run_lathe;
+using lathe::testing::ScratchDir;
+using lathe::testing::write_file;
+
+size_t fixture_count() {
+  size_t n = 0;
+  for (const auto& e :
+       fs::directory_iterator(std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/tiny"))
+    n += fs::exists(e.path() / "goldens.json");
+  return n;
+}
+
+const LabRow& find_row(const std::vector<LabRow>& rows, const std::string& id) {
+  for (const auto& r : rows)
+    if (r.model_id == id) return r;
+  throw std::runtime_error("no row for " + id);
+}
+
+// A catalog file of the given models (JSON objects as text).
+void write_catalog_file(const fs::path& file, const std::vector<std::string>& models) {
+  std::string text = R"({"format": 1, "task": "text-generation", "view": "local", "models": [)";
+  for (size_t i = 0; i < models.size(); ++i) text += (i ? "," : "") + models[i];
+  write_file(file, text + "]}");
+}
+
+std::string tiny(const std::string& name, const std::string& extra = "") {
+  return R"({"id": "lathe-tiny/)" + name + R"(", "revision": "fixture", "fixture": ")" +
+         fixture_dir(name) + "\"" + extra + "}";
+}
+
+TEST(LabSweep, BundledCatalogPassesAndIsReadableByPyarrowPandasDuckdb) {
+  ScratchDir dir("bundled");
+  const auto r = run_lathe("lab run --quiet --json --out " + (dir / "out").string() +
+                           " --reference-cache " + (dir / "ref").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const Json report = parse_json(r.out, "report");
+  const size_t n = fixture_count();
+  EXPECT_EQ(report["rows"], n);
+  EXPECT_EQ(report["by_status"]["pass"], n) << r.out;
+  EXPECT_EQ(report["coverage"]["share"], 1.0);
+  const auto rows = read_rows(dir / "out" / "dataset");
+  ASSERT_EQ(rows.size(), n);
+  for (const auto& row : rows) {
+    EXPECT_EQ(row.status, "pass") << row.model_id << ": " << row.judge_verdict;
+    EXPECT_EQ(row.reference_source, "cache");
+    EXPECT_EQ(row.generated_tokens, row.reference_tokens) << row.model_id;
+    EXPECT_LE(*row.logits_nmse, 1e-6) << row.model_id;
+    EXPECT_FALSE(row.first_diverging_layer) << row.model_id;
+    EXPECT_EQ(row.compile_seconds, 0);
+    EXPECT_GT(row.peak_memory_bytes, 0);
+    EXPECT_NE(row.run_script.find("lathe generate"), std::string::npos);
+    EXPECT_EQ(row.stage_seconds.size(), 9u) << row.model_id;  // fetch .. done
+  }
+  const std::string cmd = std::string(LATHE_PYTHON) + " " + LATHE_SOURCE_DIR +
+                          "/tests/lab/read_dataset.py " + (dir / "out" / "dataset").string() +
+                          " --rows " + std::to_string(n) + " --passed " + std::to_string(n) +
+                          " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_TRUE(p);
+  char buf[4096];
+  std::string out;
+  for (size_t k; (k = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, k);
+  EXPECT_EQ(pclose(p), 0) << out;
+}
+
+TEST(LabSweep, BrokenEntriesGetTheRightStatusAndStage) {
+  ScratchDir dir("broken");
+  // A corrupt checkpoint: a tiny model whose safetensors file is cut short.
+  ASSERT_EQ(run_lathe("tiny build " + fixture_dir("qwen3_tied") + " " + (dir / "corrupt").string())
+                .exit_code,
+            0);
+  const auto st = dir / "corrupt" / "model.safetensors";
+  fs::resize_file(st, fs::file_size(st) / 2);
+  // An unsupported architecture.
+  fs::create_directories(dir / "unsupported");
+  write_file(dir / "unsupported" / "config.json", R"({"architectures": ["FooForCausalLM"]})");
+  // A model without a reference: a copy of a tiny checkpoint under another name.
+  ASSERT_EQ(
+      run_lathe("tiny build " + fixture_dir("llama_tied_gqa") + " " + (dir / "noref").string())
+          .exit_code,
+      0);
+  write_catalog_file(
+      dir / "catalog.json",
+      {tiny("llama_tied_gqa"),
+       R"({"id": "local/corrupt", "revision": "local", "path": "corrupt", "prompt_ids": [1, 2]})",
+       R"({"id": "local/unsupported", "revision": "local", "path": "unsupported"})",
+       R"({"id": "local/noref", "revision": "local", "path": "noref", "prompt_ids": [5, 6, 7]})",
+       tiny("qwen3_tied", R"(, "id": "x/hang", "inject": "hang", "timeout_seconds": 2)"),
+       tiny("qwen3_tied", R"(, "id": "x/oom", "inject": "oom", "memory_limit_mb": 1024)"),
+       tiny("qwen3_tied", R"(, "id": "x/crash", "inject": "crash")"),
+       R"({"id": "local/too-big", "revision": "local", "path": "big", "memory_limit_mb": 1})"});
+  // A checkpoint whose 3 MiB of weights cannot fit its 1 MiB limit: the plan refuses it.
+  fs::create_directories(dir / "big");
+  fs::copy_file(dir / "noref" / "config.json", dir / "big" / "config.json");
+  write_file(dir / "big" / "model.safetensors", "");
+  fs::resize_file(dir / "big" / "model.safetensors", 3 << 20);
+  const auto r =
+      run_lathe("lab run --quiet --catalog " + (dir / "catalog.json").string() + " --out " +
+                (dir / "out").string() + " --reference-cache " + (dir / "ref").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto rows = read_rows(dir / "out");
+  ASSERT_EQ(rows.size(), 8u);
+  EXPECT_EQ(find_row(rows, "lathe-tiny/llama_tied_gqa").status, "pass");
+
+  const LabRow& corrupt = find_row(rows, "local/corrupt");
+  EXPECT_EQ(corrupt.status, "error");
+  EXPECT_EQ(corrupt.stage, "load");
+  EXPECT_NE(corrupt.error_message.find("model.safetensors"), std::string::npos)
+      << corrupt.error_message;
+
+  const LabRow& unsupported = find_row(rows, "local/unsupported");
+  EXPECT_EQ(unsupported.status, "unsupported");
+  EXPECT_EQ(unsupported.stage, "inspect");
+  EXPECT_NE(unsupported.error_message.find("FooForCausalLM"), std::string::npos);
+
+  const LabRow& noref = find_row(rows, "local/noref");
+  EXPECT_EQ(noref.status, "untested");
+  EXPECT_EQ(noref.stage, "reference");
+  EXPECT_EQ(noref.reference_source, "unavailable");
+  EXPECT_EQ(noref.generated_tokens.size(), 32u);
+
+  const LabRow& hang = find_row(rows, "x/hang");
+  EXPECT_EQ(hang.status, "timeout");
+  EXPECT_EQ(hang.stage, "plan");
+  EXPECT_EQ(hang.signal, SIGKILL);
+  EXPECT_LT(hang.total_seconds, 10);
+
+  const LabRow& oom = find_row(rows, "x/oom");
+  EXPECT_EQ(oom.status, "oom");
+  EXPECT_EQ(oom.error_type, "out_of_memory");
+  EXPECT_EQ(oom.memory_limit_bytes, int64_t{1024} << 20);
+
+  const LabRow& crash = find_row(rows, "x/crash");
+  EXPECT_EQ(crash.status, "error");
+  EXPECT_EQ(crash.error_type, "crash");
+  EXPECT_EQ(crash.signal, SIGSEGV);
+  EXPECT_EQ(crash.stage, "plan");
+
+  const LabRow& big = find_row(rows, "local/too-big");
+  EXPECT_EQ(big.status, "oom");
+  EXPECT_EQ(big.stage, "plan");
+  EXPECT_EQ(big.error_type, "exceeds_memory_limit");
+
+  // The report counts them all; the dataset has a file for rows without a reference.
+  const auto rep = run_lathe("lab report --json " + (dir / "out").string());
+  ASSERT_EQ(rep.exit_code, 0) << rep.out;
+  const Json j = parse_json(rep.out, "report");
+  EXPECT_EQ(j["by_status"]["pass"], 1);
+  EXPECT_EQ(j["by_status"]["error"], 2);
+  EXPECT_EQ(j["by_status"]["oom"], 2);
+  EXPECT_EQ(j["by_status"]["timeout"], 1);
+  EXPECT_EQ(j["by_status"]["unsupported"], 1);
+  EXPECT_EQ(j["by_status"]["untested"], 1);
+  EXPECT_TRUE(fs::exists(dir / "out" / "dataset" / "lathe-0.1.0_transformers-none.parquet"));
+}
+
+TEST(LabSweep, KilledSweepResumesWithEveryRowExactlyOnce) {
+  ScratchDir dir("resume");
+  std::vector<std::string> models = {
+      tiny("llama_tied_gqa"),
+      tiny("qwen2_tied"),
+      tiny("gemma_tied"),
+      tiny("qwen3_tied", R"(, "id": "x/slow", "inject": "hang", "timeout_seconds": 3)"),
+      tiny("mistral_window"),
+      tiny("olmo2_untied")};
+  write_catalog_file(dir / "catalog.json", models);
+  const std::string out = (dir / "out").string();
+  std::vector<std::string> args = {LATHE_BINARY,
+                                   "lab",
+                                   "run",
+                                   "--quiet",
+                                   "--catalog",
+                                   (dir / "catalog.json").string(),
+                                   "--out",
+                                   out,
+                                   "--reference-cache",
+                                   (dir / "ref").string()};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, LATHE_BINARY, &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  // Kill the sweep while the fourth model hangs (three rows journaled).
+  const auto journal = dir / "out" / "rows.jsonl";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline &&
+         (!fs::exists(journal) || read_journal(journal, false).size() < 3))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(read_journal(journal, false).size(), 3u);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+
+  // Without --resume the folder is refused and nothing is lost.
+  const auto refused = run_lathe("lab run --quiet --catalog " + (dir / "catalog.json").string() +
+                                 " --out " + out + " --reference-cache " + (dir / "ref").string());
+  EXPECT_EQ(refused.exit_code, 1) << refused.out;
+  EXPECT_NE(refused.out.find("--resume"), std::string::npos) << refused.out;
+  EXPECT_EQ(read_journal(journal, false).size(), 3u);
+
+  const auto resumed =
+      run_lathe("lab run --quiet --resume --catalog " + (dir / "catalog.json").string() +
+                " --out " + out + " --reference-cache " + (dir / "ref").string());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("3 rows resumed"), std::string::npos) << resumed.out;
+  const auto rows = read_journal(journal, false);
+  ASSERT_EQ(rows.size(), models.size());
+  std::set<std::string> keys;
+  for (const auto& r : rows) keys.insert(r.key());
+  EXPECT_EQ(keys.size(), models.size());
+  EXPECT_EQ(find_row(rows, "x/slow").status, "timeout");
+  EXPECT_EQ(read_rows(dir / "out" / "dataset").size(), models.size());
+}
+
+TEST(LabSweep, ShardsMergeIntoTheWholeSweep) {
+  ScratchDir dir("shards");
+  std::vector<std::string> models = {tiny("llama_tied_gqa"), tiny("qwen2_tied"), tiny("gemma_tied"),
+                                     tiny("mistral_window"), tiny("olmo2_untied")};
+  write_catalog_file(dir / "catalog.json", models);
+  for (int i = 0; i < 2; ++i) {
+    const auto r = run_lathe("lab run --quiet --shard " + std::to_string(i) + "/2 --catalog " +
+                             (dir / "catalog.json").string() + " --out " +
+                             (dir / ("shard" + std::to_string(i))).string() +
+                             " --reference-cache " + (dir / "ref").string());
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+  }
+  EXPECT_EQ(read_rows(dir / "shard0").size(), 3u);
+  EXPECT_EQ(read_rows(dir / "shard1").size(), 2u);
+  const auto m =
+      run_lathe("lab merge " + (dir / "merged").string() + " " + (dir / "shard0").string() + " " +
+                (dir / "shard1").string() + " " + (dir / "shard1").string());
+  ASSERT_EQ(m.exit_code, 0) << m.out;
+  const auto rows = read_rows(dir / "merged" / "dataset");
+  ASSERT_EQ(rows.size(), models.size());
+  std::set<std::string> ids;
+  for (const auto& r : rows) {
+    ids.insert(r.model_id);
+    EXPECT_EQ(r.status, "pass");
+  }
+  EXPECT_EQ(ids.size(), models.size());
+  // diff of a sweep against itself: nothing changed.
+  const auto d = run_lathe("lab diff --json " + (dir / "merged").string() + " " +
+                           (dir / "merged" / "dataset").string());
+  ASSERT_EQ(d.exit_code, 0) << d.out;
+  const Json diff = parse_json(d.out, "diff");
+  EXPECT_EQ(diff["unchanged"], models.size());
+  EXPECT_TRUE(diff["regressions"].empty());
+}
+
+TEST(LabSweep, BadShardAndMissingCatalogAreClearErrors) {
+  ScratchDir dir("badargs");
+  const auto shard = run_lathe("lab run --shard 2/2 --out " + (dir / "o").string());
+  EXPECT_EQ(shard.exit_code, 2) << shard.out;
+  EXPECT_NE(shard.out.find("--shard"), std::string::npos) << shard.out;
+  const auto missing = run_lathe("lab run --catalog " + (dir / "nope.json").string() + " --out " +
+                                 (dir / "o").string());
+  EXPECT_EQ(missing.exit_code, 1) << missing.out;
+  EXPECT_NE(missing.out.find("nope.json"), std::string::npos) << missing.out;
+  const auto report = run_lathe("lab report " + (dir / "empty").string());
+  EXPECT_EQ(report.exit_code, 1) << report.out;
+}
+
+TEST(LabCatalog, RefreshReadsTheHubListingShape) {
+  ScratchDir dir("refresh");
+  const auto port_file = dir / "port";
+  const std::string server = std::string(LATHE_PYTHON) + " " + LATHE_SOURCE_DIR +
+                             "/tests/lab/fake_hub.py " + port_file.string();
+  std::vector<std::string> args = {"/bin/sh", "-c", "exec " + server};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv.data(), environ), 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!fs::exists(port_file) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::string endpoint = "http://127.0.0.1:" + read_file(port_file);
+  const auto r = run_lathe("lab catalog refresh --endpoint " + endpoint + " --limit 2 --out " +
+                           (dir / "catalog").string());
+  const auto bad = run_lathe("lab catalog refresh --endpoint " + endpoint +
+                             "/nothing-here --task text-generation --view trending --out " +
+                             (dir / "bad").string());
+  kill(pid, SIGTERM);
+  waitpid(pid, nullptr, 0);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const Json dl = read_json_file(dir / "catalog" / "text-generation-downloads.json");
+  ASSERT_EQ(dl["models"].size(), 2u);
+  EXPECT_EQ(dl["models"][0]["id"], "org-b/qwen-tiny");
+  EXPECT_EQ(dl["models"][0]["rank"], 1);
+  EXPECT_EQ(dl["models"][0]["architecture"], "Qwen3ForCausalLM");
+  EXPECT_EQ(dl["models"][0]["revision"], "bbb222");
+  EXPECT_EQ(dl["models"][1]["id"], "org-a/llama-small");
+  const Json tr = read_json_file(dir / "catalog" / "text-generation-trending.json");
+  EXPECT_EQ(tr["view"], "trending");
+  EXPECT_EQ(tr["models"][0]["id"], "org-c/no-config");
+  EXPECT_EQ(tr["models"][0]["revision"], "main");
+  const Json it = read_json_file(dir / "catalog" / "image-text-to-text-downloads.json");
+  ASSERT_EQ(it["models"].size(), 1u);
+  EXPECT_EQ(it["models"][0]["architecture"], "Gemma3ForConditionalGeneration");
+  const std::string requests = read_file(fs::path(port_file.string() + ".requests"));
+  EXPECT_NE(requests.find("pipeline_tag=text-generation&sort=trendingScore"), std::string::npos)
+      << requests;
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("404"), std::string::npos) << bad.out;
+}
+
+}  // namespace
+}  // namespace lathe
