@@ -93,7 +93,9 @@ std::pair<int, int> parse_shard(const std::string& s) {
 
 int lab_run(int argc, char** argv) {
   std::vector<OptionSpec> options = {
-      {"catalog", "FILE", "catalog file to run (default: the bundled catalog)"},
+      {"catalog", "FILE",
+       "catalog file to run (default: the bundled catalog); ranked models run when their "
+       "snapshot is in the Hugging Face cache"},
       {"fixtures", "DIR", "tiny fixtures for the bundled catalog (default tests/fixtures/tiny)"},
       {"model", "DIR[,DIR]", "also run these local checkpoint folders"},
       {"hf-cache", "DIR",
@@ -120,6 +122,11 @@ int lab_run(int argc, char** argv) {
     std::cout << args.usage();
     return 0;
   }
+  std::optional<fs::path> hf_hub;
+  if (auto h = args.get("hf-cache"))
+    hf_hub = *h;
+  else if (!args.flag("no-hf-cache"))
+    hf_hub = default_hf_hub_cache();
   Catalog catalog;
   if (auto file = args.get("catalog")) {
     catalog = read_catalog(*file);
@@ -132,13 +139,8 @@ int lab_run(int argc, char** argv) {
         if (!rest.substr(0, p).empty()) local.emplace_back(rest.substr(0, p));
       }
     }
-    std::optional<fs::path> hub;
-    if (auto h = args.get("hf-cache"))
-      hub = *h;
-    else if (!args.flag("no-hf-cache"))
-      hub = default_hf_hub_cache();
     catalog = default_catalog(args.get_or("fixtures", source_path("tests/fixtures/tiny").string()),
-                              local, hub);
+                              local, hf_hub);
   }
   SweepOptions o;
   o.out = fs::absolute(args.get_or("out", "lab-results"));
@@ -149,6 +151,7 @@ int lab_run(int argc, char** argv) {
   o.memory_limit_bytes = args.get_int("memory-limit", 8192, 1, int64_t{1} << 24) << 20;
   o.protocol = read_protocol_options(args);
   o.lathe_executable = self_executable();
+  o.hf_hub = hf_hub;
   if (!args.flag("quiet")) o.progress = [](const std::string& line) { std::cerr << line << "\n"; };
   if (!args.flag("quiet"))
     std::cerr << "lab: " << catalog.models.size() << " models in the catalog; sweep folder "
@@ -160,6 +163,10 @@ int lab_run(int argc, char** argv) {
     std::cout << report_markdown(r.rows);
     std::cout << "\nran " << r.ran << " models";
     if (r.resumed) std::cout << " (" << r.resumed << " rows resumed from the journal)";
+    if (!r.not_available.empty())
+      std::cout << "; " << r.not_available.size()
+                << " catalog models are not on this machine (not in the Hugging Face cache) "
+                   "and stay untested";
     std::cout << "; dataset:";
     for (const auto& f : r.dataset_files) std::cout << " " << f.string();
     std::cout << "\n";

@@ -154,9 +154,21 @@ SweepResult run_sweep(const Catalog& catalog, const SweepOptions& o) {
   res.resumed = static_cast<int>(res.rows.size());
   Catalog snapshot = catalog;
   snapshot.models.clear();
-  for (size_t i = 0; i < catalog.models.size(); ++i)
-    if (static_cast<int>(i % static_cast<size_t>(o.shard_count)) == o.shard_index)
-      snapshot.models.push_back(catalog.models[i]);
+  for (size_t i = 0; i < catalog.models.size(); ++i) {
+    if (static_cast<int>(i % static_cast<size_t>(o.shard_count)) != o.shard_index) continue;
+    CatalogEntry e = catalog.models[i];
+    if (e.path.empty() && e.fixture.empty()) {
+      // A ranked model: run it when its snapshot is in the Hugging Face cache.
+      std::optional<fs::path> found;
+      if (o.hf_hub) found = find_in_hf_cache(*o.hf_hub, e.id, e.revision);
+      if (!found) {
+        res.not_available.push_back(e.id);
+        continue;
+      }
+      e.path = *found;
+    }
+    snapshot.models.push_back(std::move(e));
+  }
   write_catalog(snapshot, o.out / "catalog.json");
 
   ProtocolOptions protocol = o.protocol;

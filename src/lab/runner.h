@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,14 +28,18 @@ struct SweepOptions {
   int shard_index = 0, shard_count = 1;  // run entries i with i % count == index
   int64_t memory_limit_bytes = 8LL << 30;
   double timeout_seconds = 600;
-  ProtocolOptions protocol;                          // work_dir and progress_file are set per sweep
-  std::filesystem::path lathe_executable;            // the binary that runs `lab run-one`
+  ProtocolOptions protocol;                // work_dir and progress_file are set per sweep
+  std::filesystem::path lathe_executable;  // the binary that runs `lab run-one`
+  // Where entries without a path are looked up (the Hugging Face hub cache layout). Entries
+  // found nowhere are not run (they stay untested) and are listed in SweepResult.
+  std::optional<std::filesystem::path> hf_hub;
   std::function<void(const std::string&)> progress;  // one line per finished model
 };
 
 struct SweepResult {
   std::vector<LabRow> rows;  // every row of the journal, resumed ones included
   int ran = 0, resumed = 0;
+  std::vector<std::string> not_available;  // ids not found on this machine (untested)
   std::vector<std::filesystem::path> dataset_files;
 };
 

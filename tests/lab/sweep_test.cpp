@@ -276,6 +276,31 @@ TEST(LabSweep, ShardsMergeIntoTheWholeSweep) {
   EXPECT_TRUE(diff["regressions"].empty());
 }
 
+TEST(LabSweep, RankedModelsRunFromTheHuggingFaceCacheOrStayUntested) {
+  ScratchDir dir("ranked");
+  const auto snap = dir / "hub" / "models--org--tiny" / "snapshots" / "c0ffee";
+  fs::create_directories(dir / "hub" / "models--org--tiny" / "refs");
+  write_file(dir / "hub" / "models--org--tiny" / "refs" / "main", "c0ffee");
+  ASSERT_EQ(run_lathe("tiny build " + fixture_dir("qwen3_tied") + " " + snap.string()).exit_code,
+            0);
+  write_catalog_file(dir / "ranking.json",
+                     {R"({"id": "org/tiny", "rank": 1, "prompt_ids": [3, 4, 5]})",
+                      R"({"id": "org/elsewhere", "rank": 2})"});
+  const auto r = run_lathe("lab run --quiet --catalog " + (dir / "ranking.json").string() +
+                           " --hf-cache " + (dir / "hub").string() + " --out " +
+                           (dir / "out").string() + " --reference-cache " + (dir / "ref").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("1 catalog models are not on this machine"), std::string::npos) << r.out;
+  const auto rows = read_rows(dir / "out");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].model_id, "org/tiny");
+  EXPECT_EQ(rows[0].source, "hub");
+  EXPECT_EQ(rows[0].status, "untested");  // ran, but no reference is cached for this prompt
+  EXPECT_EQ(rows[0].generated_tokens.size(), 32u);
+  EXPECT_NE(rows[0].run_script.find("hf download org/tiny --revision main"), std::string::npos)
+      << rows[0].run_script;
+}
+
 TEST(LabSweep, BadShardAndMissingCatalogAreClearErrors) {
   ScratchDir dir("badargs");
   const auto shard = run_lathe("lab run --shard 2/2 --out " + (dir / "o").string());
