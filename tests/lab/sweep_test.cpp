@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -299,6 +300,74 @@ TEST(LabSweep, RankedModelsRunFromTheHuggingFaceCacheOrStayUntested) {
   EXPECT_EQ(rows[0].generated_tokens.size(), 32u);
   EXPECT_NE(rows[0].run_script.find("hf download org/tiny --revision main"), std::string::npos)
       << rows[0].run_script;
+}
+
+// Runs `lathe ARGS` with file writes limited to `kib` KiB (RLIMIT_FSIZE, SIGXFSZ ignored, so
+// a write past the limit fails with EFBIG as it would with ENOSPC on a full disk).
+lathe::testing::RunResult run_lathe_with_full_disk(int kib, const std::string& args) {
+  const std::string cmd = "/bin/bash -c \"trap '' XFSZ; ulimit -f " + std::to_string(kib) +
+                          "; exec " + LATHE_BINARY + " " + args + "\" 2>&1";
+  lathe::testing::RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+TEST(LabSweep, FullDiskLosesNothingAndTheNextRunRecovers) {
+  ScratchDir dir("diskfull");
+  std::vector<std::string> models;
+  for (const char* name : {"llama_tied_gqa", "qwen2_tied", "gemma_tied", "mistral_window",
+                           "olmo2_untied", "qwen3_tied"}) {
+    ASSERT_EQ(run_lathe(std::string("tiny build ") + fixture_dir(name) + " " +
+                        (dir / name).string())
+                  .exit_code,
+              0);
+    models.push_back(std::string(R"({"id": "local/)") + name + R"(", "revision": "local", "path": ")" +
+                     name + R"(", "prompt_ids": [1, 2, 3]})");
+  }
+  write_catalog_file(dir / "catalog.json", models);
+  const std::string sweep = "lab run --quiet --catalog " + (dir / "catalog.json").string() +
+                            " --out " + (dir / "out").string() + " --reference-cache " +
+                            (dir / "ref").string();
+  const auto journal = dir / "out" / "rows.jsonl";
+
+  // The disk fills while rows are journaled: a clear error, and only whole rows are kept.
+  const auto full = run_lathe_with_full_disk(12, sweep);
+  EXPECT_EQ(full.exit_code, 1) << full.out;
+  EXPECT_NE(full.out.find("rows.jsonl"), std::string::npos) << full.out;
+  const size_t kept = read_journal(journal, false).size();
+  EXPECT_GT(kept, 0u);
+  EXPECT_LT(kept, models.size());
+  EXPECT_EQ(read_file(journal).back(), '\n');
+
+  // With space again, --resume runs the rest: every row exactly once.
+  const auto resumed = run_lathe(sweep + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  auto rows = read_journal(journal, false);
+  ASSERT_EQ(rows.size(), models.size());
+  std::set<std::string> keys;
+  for (const auto& r : rows) keys.insert(r.key());
+  EXPECT_EQ(keys.size(), models.size());
+  const auto dataset = dir / "out" / "dataset" / "lathe-0.1.0_transformers-none.parquet";
+  const std::string before = read_file(dataset);
+  ASSERT_FALSE(before.empty());
+
+  // The disk fills while the Parquet file is rewritten: the old file stays whole, no
+  // temporary file is left, and the next run writes it again.
+  const auto pq_full = run_lathe_with_full_disk(4, sweep + " --resume");
+  EXPECT_EQ(pq_full.exit_code, 1) << pq_full.out;
+  EXPECT_NE(pq_full.out.find(".parquet"), std::string::npos) << pq_full.out;
+  EXPECT_EQ(read_file(dataset), before);
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir / "out" / "dataset")) files += !e.path().empty();
+  EXPECT_EQ(files, 1u);
+  EXPECT_EQ(read_rows(dir / "out" / "dataset").size(), models.size());
+  ASSERT_EQ(run_lathe(sweep + " --resume").exit_code, 0);
+  EXPECT_EQ(read_rows(dir / "out" / "dataset").size(), models.size());
 }
 
 TEST(LabSweep, BadShardAndMissingCatalogAreClearErrors) {
