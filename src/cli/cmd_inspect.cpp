@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "models/features.h"
 #include "models/registry.h"
 
 namespace lathe {
@@ -50,6 +51,12 @@ int cmd_inspect(int argc, char** argv) {
   } catch (const Error& e) {
     out["supported"] = false;
     out["reason"] = e.what();
+    // What the checkpoint needs that lathe lacks: config.json's signals of features no
+    // supported architecture has; else the reason names the field or the architecture.
+    Json missing = Json::array();
+    for (const auto& f : unsupported_features(ckpt.config()))
+      missing.push_back({{"feature", f.feature}, {"evidence", f.evidence}});
+    out["missing_features"] = missing;
   }
   if (args.flag("json")) {
     std::cout << out.dump(2) << "\n";
@@ -65,6 +72,9 @@ int cmd_inspect(int argc, char** argv) {
                 << out["kv_cache_bytes_per_token"] << " bytes per token)\n";
     } else {
       std::cout << "supported:    no: " << out["reason"].get<std::string>() << "\n";
+      for (const auto& f : out["missing_features"])
+        std::cout << "missing:      " << f["feature"].get<std::string>() << " ("
+                  << f["evidence"].get<std::string>() << ")\n";
     }
   }
   return out["supported"].get<bool>() ? 0 : 1;

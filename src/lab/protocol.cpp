@@ -21,6 +21,7 @@
 #include "io/tiny_checkpoint.h"
 #include "lab/compare.h"
 #include "lab/dataset.h"
+#include "models/features.h"
 #include "models/registry.h"
 #include "tokenizer/tokenizer.h"
 
@@ -228,9 +229,12 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
       fail((dir / "config.json").string(), ": field \"architectures\" must name the model class");
     row.architecture = archs[0].get<std::string>();
     if (!find_architecture(row.architecture)) {
+      std::string needs;
+      for (const auto& f : unsupported_features(config))
+        needs += cat(needs.empty() ? "; it needs " : ", ", f.feature, " (", f.evidence, ")");
       record_error("unsupported", "unsupported_architecture",
                    cat((dir / "config.json").string(), ": architecture ", row.architecture,
-                       " is not supported by lathe ", kLatheVersion));
+                       " is not supported by lathe ", kLatheVersion, needs));
       stages.close_current();
       row.total_seconds = stages.elapsed();
       row.finished_at = utc_now();

@@ -322,12 +322,13 @@ TEST(LabSweep, FullDiskLosesNothingAndTheNextRunRecovers) {
   std::vector<std::string> models;
   for (const char* name : {"llama_tied_gqa", "qwen2_tied", "gemma_tied", "mistral_window",
                            "olmo2_untied", "qwen3_tied"}) {
-    ASSERT_EQ(run_lathe(std::string("tiny build ") + fixture_dir(name) + " " +
-                        (dir / name).string())
-                  .exit_code,
-              0);
-    models.push_back(std::string(R"({"id": "local/)") + name + R"(", "revision": "local", "path": ")" +
-                     name + R"(", "prompt_ids": [1, 2, 3]})");
+    ASSERT_EQ(
+        run_lathe(std::string("tiny build ") + fixture_dir(name) + " " + (dir / name).string())
+            .exit_code,
+        0);
+    models.push_back(std::string(R"({"id": "local/)") + name +
+                     R"(", "revision": "local", "path": ")" + name +
+                     R"(", "prompt_ids": [1, 2, 3]})");
   }
   write_catalog_file(dir / "catalog.json", models);
   const std::string sweep = "lab run --quiet --catalog " + (dir / "catalog.json").string() +

@@ -1,0 +1,21 @@
+// What an unsupported checkpoint needs that lathe lacks: features read off config.json
+// (mixture of experts, latent attention, a vision tower, ...), for `lathe inspect` and the lab.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "io/json.h"
+
+namespace lathe {
+
+struct FeatureSignal {
+  std::string feature;   // "mixture-of-experts routing"
+  std::string evidence;  // "config.json field \"num_local_experts\" = 8"
+};
+
+// The features config.json shows that no supported architecture implements. Empty when
+// config.json gives no such signal (then the architecture's block itself is what is new).
+std::vector<FeatureSignal> unsupported_features(const Json& config);
+
+}  // namespace lathe
