@@ -46,13 +46,24 @@ std::vector<OptionSpec> protocol_options() {
       {"reference-cache", "DIR", "reference cache (default ~/.cache/lathe/reference)"},
       {"reference-python", "PY",
        "Python with torch and transformers for the reference bridge (default: "
-       "$LATHE_REFERENCE_PYTHON; without one, only cached references are used)"},
+       "$LATHE_REFERENCE_PYTHON, else python3 when it has both and some model is not a tiny "
+       "fixture; \"none\": only cached references)"},
       {"reference-bridge", "FILE", "the bridge script (default tools/reference/bridge.py)"},
       {"reference-timeout", "S", "seconds the bridge may take per model (default 3600)"},
   };
 }
 
-ProtocolOptions read_protocol_options(const Args& args) {
+// python3 on PATH when it imports torch and transformers (checked once, within 120 s), else "".
+std::string find_reference_python() {
+  ProcessOptions p;
+  p.argv = {"python3", "-c", "import torch, transformers"};
+  p.log_file = "/dev/null";
+  p.timeout_seconds = 120;
+  const ProcessResult r = run_process(p);
+  return r.exit_code == 0 ? "python3" : "";
+}
+
+ProtocolOptions read_protocol_options(const Args& args, bool detect_python) {
   ProtocolOptions p;
   p.dtype = args.get_or("dtype", "f32");
   if (p.dtype != "f32" && p.dtype != "bf16")
@@ -67,7 +78,8 @@ ProtocolOptions read_protocol_options(const Args& args) {
   std::string python = args.get_or("reference-python", "");
   if (python.empty())
     if (const char* env = std::getenv("LATHE_REFERENCE_PYTHON")) python = env;
-  if (!python.empty()) {
+  if (python.empty() && detect_python) python = find_reference_python();
+  if (!python.empty() && python != "none") {
     BridgeOptions b;
     b.python = python;
     b.script = args.get_or("reference-bridge", source_path("tools/reference/bridge.py").string());
@@ -149,7 +161,9 @@ int lab_run(int argc, char** argv) {
   o.timeout_seconds = args.get_double("timeout", 600);
   if (!(o.timeout_seconds > 0)) throw UsageError("--timeout must be a positive number of seconds");
   o.memory_limit_bytes = args.get_int("memory-limit", 8192, 1, int64_t{1} << 24) << 20;
-  o.protocol = read_protocol_options(args);
+  bool all_fixtures = true;
+  for (const auto& e : catalog.models) all_fixtures = all_fixtures && !e.fixture.empty();
+  o.protocol = read_protocol_options(args, !all_fixtures);
   o.lathe_executable = self_executable();
   o.hf_hub = hf_hub;
   if (!args.flag("quiet")) o.progress = [](const std::string& line) { std::cerr << line << "\n"; };
@@ -194,7 +208,7 @@ int lab_run_one(int argc, char** argv) {
     if (!args.has(required)) throw UsageError(cat("lab run-one: --", required, " is required"));
   const Catalog one = read_catalog(*args.get("entry"));
   if (one.models.size() != 1) fail(*args.get("entry"), ": must hold exactly one model");
-  ProtocolOptions p = read_protocol_options(args);
+  ProtocolOptions p = read_protocol_options(args, false);
   p.work_dir = *args.get("work");
   p.progress_file = args.get_or("progress", "");
   p.memory_limit_bytes = one.models[0].memory_limit_bytes;

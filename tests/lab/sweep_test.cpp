@@ -57,7 +57,7 @@ std::string tiny(const std::string& name, const std::string& extra = "") {
 TEST(LabSweep, BundledCatalogPassesAndIsReadableByPyarrowPandasDuckdb) {
   ScratchDir dir("bundled");
   const auto r = run_lathe("lab run --quiet --json --out " + (dir / "out").string() +
-                           " --reference-cache " + (dir / "ref").string());
+                           " --reference-python none --reference-cache " + (dir / "ref").string());
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const Json report = parse_json(r.out, "report");
   const size_t n = fixture_count();
@@ -120,9 +120,9 @@ TEST(LabSweep, BrokenEntriesGetTheRightStatusAndStage) {
   fs::copy_file(dir / "noref" / "config.json", dir / "big" / "config.json");
   write_file(dir / "big" / "model.safetensors", "");
   fs::resize_file(dir / "big" / "model.safetensors", 3 << 20);
-  const auto r =
-      run_lathe("lab run --quiet --catalog " + (dir / "catalog.json").string() + " --out " +
-                (dir / "out").string() + " --reference-cache " + (dir / "ref").string());
+  const auto r = run_lathe("lab run --quiet --catalog " + (dir / "catalog.json").string() +
+                           " --out " + (dir / "out").string() +
+                           " --reference-python none --reference-cache " + (dir / "ref").string());
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const auto rows = read_rows(dir / "out");
   ASSERT_EQ(rows.size(), 8u);
@@ -222,15 +222,16 @@ TEST(LabSweep, KilledSweepResumesWithEveryRowExactlyOnce) {
   waitpid(pid, &status, 0);
 
   // Without --resume the folder is refused and nothing is lost.
-  const auto refused = run_lathe("lab run --quiet --catalog " + (dir / "catalog.json").string() +
-                                 " --out " + out + " --reference-cache " + (dir / "ref").string());
+  const auto refused =
+      run_lathe("lab run --quiet --catalog " + (dir / "catalog.json").string() + " --out " + out +
+                " --reference-python none --reference-cache " + (dir / "ref").string());
   EXPECT_EQ(refused.exit_code, 1) << refused.out;
   EXPECT_NE(refused.out.find("--resume"), std::string::npos) << refused.out;
   EXPECT_EQ(read_journal(journal, false).size(), 3u);
 
-  const auto resumed =
-      run_lathe("lab run --quiet --resume --catalog " + (dir / "catalog.json").string() +
-                " --out " + out + " --reference-cache " + (dir / "ref").string());
+  const auto resumed = run_lathe(
+      "lab run --quiet --resume --catalog " + (dir / "catalog.json").string() + " --out " + out +
+      " --reference-python none --reference-cache " + (dir / "ref").string());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
   EXPECT_NE(resumed.out.find("3 rows resumed"), std::string::npos) << resumed.out;
   const auto rows = read_journal(journal, false);
@@ -248,10 +249,11 @@ TEST(LabSweep, ShardsMergeIntoTheWholeSweep) {
                                      tiny("mistral_window"), tiny("olmo2_untied")};
   write_catalog_file(dir / "catalog.json", models);
   for (int i = 0; i < 2; ++i) {
-    const auto r = run_lathe("lab run --quiet --shard " + std::to_string(i) + "/2 --catalog " +
-                             (dir / "catalog.json").string() + " --out " +
-                             (dir / ("shard" + std::to_string(i))).string() +
-                             " --reference-cache " + (dir / "ref").string());
+    const auto r =
+        run_lathe("lab run --quiet --shard " + std::to_string(i) + "/2 --catalog " +
+                  (dir / "catalog.json").string() + " --out " +
+                  (dir / ("shard" + std::to_string(i))).string() +
+                  " --reference-python none --reference-cache " + (dir / "ref").string());
     ASSERT_EQ(r.exit_code, 0) << r.out;
   }
   EXPECT_EQ(read_rows(dir / "shard0").size(), 3u);
@@ -287,9 +289,10 @@ TEST(LabSweep, RankedModelsRunFromTheHuggingFaceCacheOrStayUntested) {
   write_catalog_file(dir / "ranking.json",
                      {R"({"id": "org/tiny", "rank": 1, "prompt_ids": [3, 4, 5]})",
                       R"({"id": "org/elsewhere", "rank": 2})"});
-  const auto r = run_lathe("lab run --quiet --catalog " + (dir / "ranking.json").string() +
-                           " --hf-cache " + (dir / "hub").string() + " --out " +
-                           (dir / "out").string() + " --reference-cache " + (dir / "ref").string());
+  const auto r =
+      run_lathe("lab run --quiet --catalog " + (dir / "ranking.json").string() + " --hf-cache " +
+                (dir / "hub").string() + " --out " + (dir / "out").string() +
+                " --reference-python none --reference-cache " + (dir / "ref").string());
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("1 catalog models are not on this machine"), std::string::npos) << r.out;
   const auto rows = read_rows(dir / "out");
@@ -332,8 +335,8 @@ TEST(LabSweep, FullDiskLosesNothingAndTheNextRunRecovers) {
   }
   write_catalog_file(dir / "catalog.json", models);
   const std::string sweep = "lab run --quiet --catalog " + (dir / "catalog.json").string() +
-                            " --out " + (dir / "out").string() + " --reference-cache " +
-                            (dir / "ref").string();
+                            " --out " + (dir / "out").string() +
+                            " --reference-python none --reference-cache " + (dir / "ref").string();
   const auto journal = dir / "out" / "rows.jsonl";
 
   // The disk fills while rows are journaled: a clear error, and only whole rows are kept.
