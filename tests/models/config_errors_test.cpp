@@ -38,13 +38,14 @@ void expect_error(const std::string& fixture, const std::function<void(Json&)>& 
 
 TEST(ConfigErrors, Activations) {
   expect_error(
-      "gemma_tied", [](Json& c) { c["hidden_act"] = "relu"; }, "field \"hidden_act\" is \"relu\"");
+      "gemma_tied", [](Json& c) { c["hidden_act"] = "quick_gelu"; },
+      "field \"hidden_act\" is \"quick_gelu\"");
   expect_error(
-      "gemma2_softcap_window", [](Json& c) { c["hidden_activation"] = "relu"; },
-      "field \"hidden_activation\" is \"relu\"");
+      "gemma2_softcap_window", [](Json& c) { c["hidden_activation"] = "quick_gelu"; },
+      "field \"hidden_activation\" is \"quick_gelu\"");
   expect_error(
-      "starcoder2_untied_nobias_gelu", [](Json& c) { c["hidden_act"] = "relu"; },
-      "field \"hidden_act\" is \"relu\"");
+      "starcoder2_untied_nobias_gelu", [](Json& c) { c["hidden_act"] = "quick_gelu"; },
+      "field \"hidden_act\" is \"quick_gelu\"");
   // GemmaConfig maps the legacy "gelu" to the tanh approximation: it loads.
   EXPECT_EQ(load_error("gemma_tied", [](Json& c) { c["hidden_act"] = "gelu"; }), "");
 }
