@@ -33,6 +33,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "Llama with q/k/v biases apart from the output bias, head_dim 128 by default"},
       {"Ernie4_5ForCausalLM", "ernie4_5", load_ernie4_5,
        "Llama with interleaved rotary pairs and one use_bias switch for every projection"},
+      {"GPT2LMHeadModel", "gpt2", load_gpt2,
+       "learned positions, LayerNorm, fused c_attn, Conv1D weights (transposed at load), gelu_new"},
   };
   return table;
 }

@@ -50,6 +50,13 @@ TEST(ConfigErrors, Activations) {
   EXPECT_EQ(load_error("gemma_tied", [](Json& c) { c["hidden_act"] = "gelu"; }), "");
 }
 
+TEST(ConfigErrors, CrossAttention) {
+  for (const char* fixture : {"gpt2_tied"})
+    expect_error(
+        fixture, [](Json& c) { c["add_cross_attention"] = true; },
+        "field \"add_cross_attention\" is true");
+}
+
 TEST(ConfigErrors, AttentionVariants) {
   expect_error(
       "gemma_tied", [](Json& c) { c["use_bidirectional_attention"] = true; },
