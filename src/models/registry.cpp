@@ -35,6 +35,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "Llama with interleaved rotary pairs and one use_bias switch for every projection"},
       {"GPT2LMHeadModel", "gpt2", load_gpt2,
        "learned positions, LayerNorm, fused c_attn, Conv1D weights (transposed at load), gelu_new"},
+      {"OPTForCausalLM", "opt", load_opt,
+       "learned positions (offset 2), pre- or post-LayerNorm, ReLU MLP, project_in/project_out"},
   };
   return table;
 }
