@@ -35,6 +35,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "Llama with interleaved rotary pairs and one use_bias switch for every projection"},
       {"GPT2LMHeadModel", "gpt2", load_gpt2,
        "learned positions, LayerNorm, fused c_attn, Conv1D weights (transposed at load), gelu_new"},
+      {"GPTBigCodeForCausalLM", "gpt_bigcode", load_gpt_bigcode,
+       "GPT-2 block with nn.Linear weights and multi-query attention (multi_query)"},
       {"OPTForCausalLM", "opt", load_opt,
        "learned positions (offset 2), pre- or post-LayerNorm, ReLU MLP, project_in/project_out"},
   };

@@ -51,7 +51,7 @@ TEST(ConfigErrors, Activations) {
 }
 
 TEST(ConfigErrors, CrossAttention) {
-  for (const char* fixture : {"gpt2_tied"})
+  for (const char* fixture : {"gpt2_tied", "gpt_bigcode_mqa_tied"})
     expect_error(
         fixture, [](Json& c) { c["add_cross_attention"] = true; },
         "field \"add_cross_attention\" is true");
