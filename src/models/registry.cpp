@@ -39,6 +39,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "GPT-2 block with nn.Linear weights and multi-query attention (multi_query)"},
       {"OPTForCausalLM", "opt", load_opt,
        "learned positions (offset 2), pre- or post-LayerNorm, ReLU MLP, project_in/project_out"},
+      {"BloomForCausalLM", "bloom", load_bloom,
+       "ALiBi, embedding LayerNorm, per-head fused query_key_value, residual-after-norm switch"},
   };
   return table;
 }
