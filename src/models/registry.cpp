@@ -41,6 +41,9 @@ const std::vector<ArchitectureEntry>& architectures() {
        "learned positions (offset 2), pre- or post-LayerNorm, ReLU MLP, project_in/project_out"},
       {"BloomForCausalLM", "bloom", load_bloom,
        "ALiBi, embedding LayerNorm, per-head fused query_key_value, residual-after-norm switch"},
+      {"FalconForCausalLM", "falcon", load_falcon,
+       "parallel attention + MLP (new_decoder_architecture or parallel_attn), MQA/GQA fused QKV, "
+       "rotary or ALiBi"},
   };
   return table;
 }

@@ -57,6 +57,21 @@ TEST(ConfigErrors, CrossAttention) {
         "field \"add_cross_attention\" is true");
 }
 
+TEST(ConfigErrors, FalconLayouts) {
+  expect_error(
+      "falcon_new_arch_gqa", [](Json& c) { c["parallel_attn"] = false; },
+      "field \"parallel_attn\" is false with new_decoder_architecture");
+  expect_error(
+      "falcon_new_arch_gqa", [](Json& c) { c["num_ln_in_parallel_attn"] = 3; },
+      "field \"num_ln_in_parallel_attn\" is 3");
+  expect_error(
+      "falcon_parallel_mqa_tied", [](Json& c) { c["num_ln_in_parallel_attn"] = 2; },
+      "field \"num_ln_in_parallel_attn\" is 2 without new_decoder_architecture");
+  expect_error(
+      "falcon_alibi_sequential_bias", [](Json& c) { c["num_kv_heads"] = 4; },
+      "field \"num_kv_heads\" is 4");
+}
+
 TEST(ConfigErrors, AttentionVariants) {
   expect_error(
       "gemma_tied", [](Json& c) { c["use_bidirectional_attention"] = true; },
