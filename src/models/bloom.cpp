@@ -26,10 +26,11 @@ class BloomModel : public Model {
     Weights w(ckpt, opts.dtype);
     const int64_t h = cfg_.hidden_size;
     const AttentionSpec& s = cfg_.attention;
-    embed_ = w.matrix("transformer.word_embeddings.weight", {cfg_.vocab_size, h});
-    embed_norm_ = load_layer_norm(w, "transformer.word_embeddings_layernorm.", h);
+    const std::string base = base_model_prefix(w, "transformer.", "word_embeddings.weight");
+    embed_ = w.matrix(base + "word_embeddings.weight", {cfg_.vocab_size, h});
+    embed_norm_ = load_layer_norm(w, base + "word_embeddings_layernorm.", h);
     for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string p = cat("transformer.h.", i, ".");
+      const std::string p = cat(base, "h.", i, ".");
       Layer l;
       l.attn_norm = load_layer_norm(w, p + "input_layernorm.", h);
       // BloomAttention._reshape: query_key_value's output viewed as (heads, 3, head_dim).
@@ -44,7 +45,7 @@ class BloomModel : public Model {
       l.mlp = load_mlp(w, p + "mlp.dense_h_to_4h", p + "mlp.dense_4h_to_h", h, 4 * h, true);
       layers_.push_back(std::move(l));
     }
-    final_norm_ = load_layer_norm(w, "transformer.ln_f.", h);
+    final_norm_ = load_layer_norm(w, base + "ln_f.", h);
     lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
     w.finish(cfg_.architecture);
 

@@ -271,6 +271,11 @@ Tensor last_row(const Tensor& x) {
   return y;
 }
 
+std::string base_model_prefix(const Weights& w, const std::string& prefix,
+                              const std::string& probe) {
+  return !w.has(prefix + probe) && w.has(probe) ? "" : prefix;
+}
+
 Tensor load_lm_head(Weights& w, bool tied, const Tensor& embed, int64_t vocab, int64_t hidden) {
   if (!tied) return w.matrix("lm_head.weight", {vocab, hidden});
   w.ignore("lm_head.weight");  // some tied checkpoints still store a copy; transformers ties it

@@ -155,6 +155,13 @@ void check_cache_room(const KVCache& cache, int64_t n);
 // Keeps only the last row of x [tokens, dim] -> [1, dim].
 Tensor last_row(const Tensor& x);
 
+// transformers loads a checkpoint saved from the base model, whose tensor names lack the causal
+// LM's base_model_prefix ("transformer." for GPT-2, Bloom, Falcon; "model." for OPT), as the
+// original GPT-2 and OPT files are: returns "" for such a checkpoint (it has `probe` but not
+// prefix + probe), else `prefix`.
+std::string base_model_prefix(const Weights& w, const std::string& prefix,
+                              const std::string& probe);
+
 // Loads the output projection: lm_head.weight, or the input embedding when tied.
 Tensor load_lm_head(Weights& w, bool tied, const Tensor& embed, int64_t vocab, int64_t hidden);
 

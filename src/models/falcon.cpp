@@ -42,9 +42,10 @@ class FalconModel : public Model {
     const AttentionSpec& s = cfg_.attention;
     const int64_t qkv_out = (s.heads + 2 * s.kv_heads) * s.head_dim;
     const bool bias = cfg_.bias;
-    embed_ = w.matrix("transformer.word_embeddings.weight", {cfg_.vocab_size, h});
+    const std::string base = base_model_prefix(w, "transformer.", "word_embeddings.weight");
+    embed_ = w.matrix(base + "word_embeddings.weight", {cfg_.vocab_size, h});
     for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string p = cat("transformer.h.", i, ".");
+      const std::string p = cat(base, "h.", i, ".");
       Layer l;
       switch (cfg_.block) {
         case FalconBlock::TwoNorms:
@@ -72,7 +73,7 @@ class FalconModel : public Model {
       l.mlp = load_mlp(w, p + "mlp.dense_h_to_4h", p + "mlp.dense_4h_to_h", h, ffn, bias);
       layers_.push_back(std::move(l));
     }
-    final_norm_ = load_layer_norm(w, "transformer.ln_f.", h);
+    final_norm_ = load_layer_norm(w, base + "ln_f.", h);
     lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
     w.finish(cfg_.architecture);
 

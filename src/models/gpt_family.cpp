@@ -14,7 +14,7 @@ class GptFamilyModel : public Model {
     Weights w(ckpt, opts.dtype);
     // The original GPT-2 checkpoints name the base model's tensors without "transformer." and
     // carry the causal-mask buffers attn.bias / attn.masked_bias, which transformers ignores.
-    const std::string base = w.has("transformer.wte.weight") ? "transformer." : "";
+    const std::string base = base_model_prefix(w, "transformer.", "wte.weight");
     w.ignore_if([](const std::string& n) {
       return n.ends_with(".attn.bias") || n.ends_with(".attn.masked_bias");
     });

@@ -31,15 +31,17 @@ class OptModel : public Model {
     Weights w(ckpt, opts.dtype);
     const int64_t h = cfg_.hidden_size, proj = cfg_.word_embed_proj_dim, ffn = cfg_.ffn_dim;
     const bool bias = cfg_.enable_bias;
-    embed_ = w.matrix("model.decoder.embed_tokens.weight", {cfg_.vocab_size, proj});
-    positions_ = w.matrix("model.decoder.embed_positions.weight",
-                          {cfg_.max_position_embeddings + kPositionOffset, h});
+    const std::string d =
+        base_model_prefix(w, "model.", "decoder.embed_tokens.weight") + "decoder.";
+    embed_ = w.matrix(d + "embed_tokens.weight", {cfg_.vocab_size, proj});
+    positions_ =
+        w.matrix(d + "embed_positions.weight", {cfg_.max_position_embeddings + kPositionOffset, h});
     if (proj != h) {
-      project_in_ = w.matrix("model.decoder.project_in.weight", {h, proj});
-      project_out_ = w.matrix("model.decoder.project_out.weight", {proj, h});
+      project_in_ = w.matrix(d + "project_in.weight", {h, proj});
+      project_out_ = w.matrix(d + "project_out.weight", {proj, h});
     }
     for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string p = cat("model.decoder.layers.", i, ".");
+      const std::string p = cat(d, "layers.", i, ".");
       Layer l;
       l.attn_norm = norm(w, p + "self_attn_layer_norm.");
       l.attn.q = w.matrix(p + "self_attn.q_proj.weight", {h, h});
@@ -56,7 +58,7 @@ class OptModel : public Model {
       l.mlp = load_mlp(w, p + "fc1", p + "fc2", h, ffn, bias);
       layers_.push_back(std::move(l));
     }
-    if (cfg_.final_layer_norm) final_norm_ = norm(w, "model.decoder.final_layer_norm.");
+    if (cfg_.final_layer_norm) final_norm_ = norm(w, d + "final_layer_norm.");
     lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, proj);
     w.finish(cfg_.architecture);
 

@@ -3,7 +3,11 @@
 
 #include <vector>
 
+#include "io/safetensors.h"
+#include "io/tiny_checkpoint.h"
 #include "models/builder.h"
+#include "models/registry.h"
+#include "support/run.h"
 
 namespace lathe {
 namespace {
@@ -83,6 +87,47 @@ TEST(LearnedPositions, RowsFromTheOffsetAndAnErrorPastTheTable) {
     ADD_FAILURE() << "no error past the table";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("max_position_embeddings"), std::string::npos) << e.what();
+  }
+}
+
+Tensor logits_of(const std::filesystem::path& dir) {
+  const Checkpoint ckpt = Checkpoint::open(dir);
+  auto model = load_model(ckpt, {});
+  ThreadPool pool(1);
+  Context ctx{&pool, false};
+  KVCache cache = model->new_cache(8);
+  const std::vector<int32_t> ids = {3, 17, 5, 42, 9};
+  return model->forward(ctx, ids, cache, true);
+}
+
+// A checkpoint saved from the base model (the original GPT-2 and OPT files) names its tensors
+// without the causal LM's base_model_prefix, and GPT-2's carries attn.bias mask buffers: it
+// loads and computes the same logits.
+TEST(BaseModelPrefix, CheckpointsWithoutItLoadTheSame) {
+  for (auto [fixture, prefix] : {std::pair{"gpt2_tied", "transformer."},
+                                 {"gpt_bigcode_mha_untied", "transformer."},
+                                 {"opt_tied_prenorm", "model."},
+                                 {"bloom_tied_alibi6", "transformer."},
+                                 {"falcon_parallel_mqa_tied", "transformer."}}) {
+    SCOPED_TRACE(fixture);
+    testing::ScratchDir with("prefix"), without("noprefix");
+    build_tiny_checkpoint(testing::fixture_dir(fixture), with.path(), {});
+    build_tiny_checkpoint(testing::fixture_dir(fixture), without.path(), {});
+    const std::string pre = prefix;
+    std::vector<NamedTensor> renamed;
+    {
+      const Checkpoint ckpt = Checkpoint::open(with.path());
+      for (const auto& name : ckpt.tensor_names())
+        renamed.push_back(
+            {name.starts_with(pre) ? name.substr(pre.size()) : name, ckpt.tensor(name).clone()});
+    }
+    // Only GPT-2 checkpoints carry the mask buffers.
+    if (std::string(fixture) == "gpt2_tied")
+      renamed.push_back({"h.0.attn.bias", Tensor::zeros(DType::F32, {4})});
+    write_safetensors(without / "model.safetensors", renamed);
+    const Tensor a = logits_of(with.path()), b = logits_of(without.path());
+    ASSERT_EQ(a.shape(), b.shape());
+    for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(a.data<float>()[i], b.data<float>()[i]);
   }
 }
 
