@@ -16,9 +16,8 @@ std::unique_ptr<Model> load_gpt2(const Checkpoint& ckpt, const ModelOptions& opt
   if (f.get_or<bool>("scale_attn_by_inverse_layer_idx", false))
     for (size_t i = 0; i < c.layer_scale.size(); ++i)
       c.layer_scale[i] = static_cast<float>(static_cast<double>(c.layer_scale[i]) / (i + 1.0));
-  // reorder_and_upcast_attn only changes how reduced-precision runs round (scores in f32);
-  // lathe computes attention in f32 throughout, so it computes the same either way.
-  (void)f.get_or<bool>("reorder_and_upcast_attn", false);
+  // reorder_and_upcast_attn (read by eager attention only) computes the scores with
+  // baddbmm in f32: the same product lathe's f32 attention computes, so it needs no switch.
   return build_gpt_family(ckpt, c, opts);
 }
 
