@@ -2,7 +2,9 @@
 // file composes them; nothing here knows an architecture by name.
 #pragma once
 
+#include <span>
 #include <string>
+#include <vector>
 
 #include "models/model.h"
 #include "models/rope.h"
@@ -47,10 +49,54 @@ AttentionWeights load_attention(Weights& w, const std::string& prefix, const Att
 
 // Self-attention of x [tokens, hidden] at positions cache.length..: projections, optional
 // q/k norm, rotary, cache append, causal (windowed) attention, output projection.
-// transformers LlamaAttention / Qwen2Attention / Qwen3Attention.
+// transformers LlamaAttention / Qwen2Attention / Qwen3Attention. `position_bias` [heads,
+// >= pos0 + tokens], when given, is added to the scaled scores (ALiBi: alibi_bias below).
 Tensor self_attention(Context& ctx, const Tensor& x, const AttentionWeights& w,
                       const AttentionSpec& s, const Tensor& cos, const Tensor& sin,
-                      KVCache::Layer& cache, int64_t pos0);
+                      KVCache::Layer& cache, int64_t pos0, const Tensor* position_bias = nullptr);
+
+// Splits a fused query/key/value projection, a weight [rows, in] or a bias [rows], into the
+// separate q, k, v that AttentionWeights holds (copied once at load). transformers views the
+// fused rows as `groups` equal blocks, each of heads/groups query heads, then kv_heads/groups
+// key heads, then as many value heads, head_dim rows per head:
+//   groups 1:                  [q | k | v]      Phi3, GPT-2, GPTBigCode and Falcon multi_query
+//   groups = heads = kv_heads: per head [q k v]  Bloom, GPTBigCode and Falcon without MQA
+//   groups = kv_heads:         per kv head [q.. k v]  Falcon new_decoder_architecture
+struct FusedQkv {
+  Tensor q, k, v;
+};
+FusedQkv split_fused_qkv(const Tensor& fused, const AttentionSpec& s, int64_t groups);
+
+// transformers Conv1D (GPT-2) stores a linear layer's weight as [in, out]: loads it and
+// transposes it once to the [out, in] that ops::linear takes.
+Tensor load_conv1d(Weights& w, const std::string& name, int64_t in, int64_t out);
+// A 2-D tensor transposed, copied (any dtype).
+Tensor transpose_matrix(const Tensor& m);
+
+// ALiBi slopes as transformers' _get_alibi_slopes / build_alibi_tensor compute them (Bloom,
+// Falcon): for the largest power of two n <= heads, 2^(-8i/n) for i = 1..n; the heads past n
+// take the odd powers 2^(-4i/n), i = 1, 3, 5, ...; in f32.
+std::vector<float> alibi_slopes(int64_t heads);
+// [heads, length]: slope_h * j at column j, the bias that Bloom adds to the scaled scores
+// (softmax is shift invariant, so the key position j stands for the distance j - i).
+Tensor alibi_bias(std::span<const float> slopes, int64_t length);
+
+// Learned absolute position embeddings: rows offset + pos0 .. offset + pos0 + n - 1 of
+// `table` -> [n, dim] (GPT-2 wpe with offset 0, OPT's embed_positions with offset 2). A
+// sequence past the table is an error naming max_position_embeddings.
+Tensor learned_positions(const Tensor& table, int64_t pos0, int64_t n, int64_t offset = 0);
+
+// The parallel residual of Falcon (parallel_attn, new_decoder_architecture): attention and
+// MLP both read the block input and x becomes x + (mlp + attn), summed in transformers' order.
+void add_parallel_branches(Tensor& x, const Tensor& attn, Tensor mlp);
+
+// torch.nn.LayerNorm's weight and bias (bias undefined for bias=False).
+struct LayerNormWeights {
+  Tensor weight, bias;
+};
+LayerNormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim,
+                                 bool bias = true);
+Tensor layer_norm(const Tensor& x, const LayerNormWeights& w, float eps);
 
 struct GatedMlpWeights {
   Tensor gate, up, down;
@@ -59,6 +105,10 @@ struct GatedMlpWeights {
 // gated = false loads only up_proj and down_proj (an ungated MLP, as ArceeMLP).
 GatedMlpWeights load_gated_mlp(Weights& w, const std::string& prefix, int64_t hidden,
                                int64_t intermediate, bool bias, bool gated = true);
+// An ungated MLP down(act(up(x))) under the checkpoint's own names (OPT fc1 / fc2, Bloom and
+// Falcon dense_h_to_4h / dense_4h_to_h), given in full up to ".weight"; run it with gated_mlp.
+GatedMlpWeights load_mlp(Weights& w, const std::string& up, const std::string& down, int64_t hidden,
+                         int64_t intermediate, bool bias);
 // down(silu(gate(x)) * up(x))   (transformers LlamaMLP)
 Tensor swiglu_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w);
 // down(act(gate(x)) * up(x))   (transformers GemmaMLP with ACT2FN[hidden_act]), or
@@ -77,6 +127,11 @@ Tensor matrix_rows(const Tensor& m, int64_t begin, int64_t count);
 // Reads a float field that a config class defaults to `fallback` but that config.json may set
 // to null to turn the feature off (returned as 0), e.g. Gemma2 final_logit_softcapping.
 float read_nullable_float(const JsonFields& f, const std::string& field, float fallback);
+
+// An integer field that a config class's attribute_map also accepts under another name
+// (GPT2Config n_embd / hidden_size): `field` when present, else `alias`, else `fallback`.
+int64_t read_int_alias(const JsonFields& f, const std::string& field, const std::string& alias,
+                       int64_t fallback);
 
 // What a loaded decoder reports about itself, from any config struct with the usual fields
 // (architecture, vocab_size, hidden_size, num_layers, attention, max_position_embeddings).
@@ -99,6 +154,13 @@ void check_cache_room(const KVCache& cache, int64_t n);
 
 // Keeps only the last row of x [tokens, dim] -> [1, dim].
 Tensor last_row(const Tensor& x);
+
+// transformers loads a checkpoint saved from the base model, whose tensor names lack the causal
+// LM's base_model_prefix ("transformer." for GPT-2, Bloom, Falcon; "model." for OPT), as the
+// original GPT-2 and OPT files are: returns "" for such a checkpoint (it has `probe` but not
+// prefix + probe), else `prefix`.
+std::string base_model_prefix(const Weights& w, const std::string& prefix,
+                              const std::string& probe);
 
 // Loads the output projection: lm_head.weight, or the input embedding when tied.
 Tensor load_lm_head(Weights& w, bool tied, const Tensor& embed, int64_t vocab, int64_t hidden);

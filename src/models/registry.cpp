@@ -33,6 +33,17 @@ const std::vector<ArchitectureEntry>& architectures() {
        "Llama with q/k/v biases apart from the output bias, head_dim 128 by default"},
       {"Ernie4_5ForCausalLM", "ernie4_5", load_ernie4_5,
        "Llama with interleaved rotary pairs and one use_bias switch for every projection"},
+      {"GPT2LMHeadModel", "gpt2", load_gpt2,
+       "learned positions, LayerNorm, fused c_attn, Conv1D weights (transposed at load), gelu_new"},
+      {"GPTBigCodeForCausalLM", "gpt_bigcode", load_gpt_bigcode,
+       "GPT-2 block with nn.Linear weights and multi-query attention (multi_query)"},
+      {"OPTForCausalLM", "opt", load_opt,
+       "learned positions (offset 2), pre- or post-LayerNorm, ReLU MLP, project_in/project_out"},
+      {"BloomForCausalLM", "bloom", load_bloom,
+       "ALiBi, embedding LayerNorm, per-head fused query_key_value, residual-after-norm switch"},
+      {"FalconForCausalLM", "falcon", load_falcon,
+       "parallel attention + MLP (new_decoder_architecture or parallel_attn), MQA/GQA fused QKV, "
+       "rotary or ALiBi"},
   };
   return table;
 }

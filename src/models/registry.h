@@ -42,5 +42,10 @@ std::unique_ptr<Model> load_olmo2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_phi3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_starcoder2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gemma3(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gpt2(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_opt(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gpt_bigcode(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_bloom(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_falcon(const Checkpoint&, const ModelOptions&);
 
 }  // namespace lathe

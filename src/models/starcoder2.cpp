@@ -16,14 +16,6 @@ struct Starcoder2Config {
   ops::Activation act = ops::Activation::GeluTanh;
 };
 
-struct LayerNormWeights {
-  Tensor weight, bias;
-};
-
-LayerNormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim) {
-  return {w.vector(prefix + "weight", {dim}), w.vector(prefix + "bias", {dim})};
-}
-
 class Starcoder2Model : public Model {
  public:
   Starcoder2Model(const Checkpoint& ckpt, Starcoder2Config cfg, const ModelOptions& opts)

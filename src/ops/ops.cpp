@@ -79,6 +79,7 @@ Tensor act_mul(Activation act, const Tensor& gate, const Tensor& up) {
       cpu::gelu_erf(gate.data<float>(), y.mut<float>(), gate.numel());
       for (int64_t i = 0; i < y.numel(); ++i) y.mut<float>()[i] *= up.data<float>()[i];
       break;
+    case Activation::Relu:
     case Activation::Relu2:
       y = activation(act, gate);
       for (int64_t i = 0; i < y.numel(); ++i) y.mut<float>()[i] *= up.data<float>()[i];
@@ -103,6 +104,12 @@ Tensor activation(Activation act, const Tensor& x) {
     case Activation::Gelu:
       cpu::gelu_erf(x.data<float>(), y.mut<float>(), x.numel());
       break;
+    case Activation::Relu: {
+      const float* px = x.data<float>();
+      float* py = y.mut<float>();
+      for (int64_t i = 0; i < x.numel(); ++i) py[i] = px[i] > 0 ? px[i] : 0.0f;
+      break;
+    }
     case Activation::Relu2: {  // transformers ReLUSquaredActivation
       const float* px = x.data<float>();
       float* py = y.mut<float>();
@@ -186,12 +193,20 @@ void rope(Tensor& x, const Tensor& cos, const Tensor& sin, RopeLayout layout) {
 }
 
 Tensor attention(Context& ctx, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                 int64_t pos0, int64_t window, float scale, float softcap) {
+                 int64_t pos0, int64_t window, float scale, float softcap,
+                 const Tensor* position_bias) {
   if (q.rank() != 3 || k_cache.rank() != 3 || k_cache.shape() != v_cache.shape() ||
       q.dim(2) != k_cache.dim(2) || q.dim(1) % k_cache.dim(1) != 0 ||
       pos0 + q.dim(0) > k_cache.dim(0))
     fail("internal: attention: q ", shape_str(q.shape()), " over cache ",
          shape_str(k_cache.shape()), " at position ", pos0);
+  if (position_bias) {
+    expect_f32(*position_bias, "attention", "position bias");
+    if (position_bias->rank() != 2 || position_bias->dim(0) != q.dim(1) ||
+        position_bias->dim(1) < pos0 + q.dim(0))
+      fail("internal: attention: position bias ", shape_str(position_bias->shape()), " for q ",
+           shape_str(q.shape()), " at position ", pos0);
+  }
   Tensor out = Tensor::zeros(DType::F32, q.shape());
   cpu::AttentionArgs a{q.data<float>(),
                        k_cache.data<float>(),
@@ -204,7 +219,9 @@ Tensor attention(Context& ctx, const Tensor& q, const Tensor& k_cache, const Ten
                        q.dim(2),
                        window,
                        scale,
-                       softcap};
+                       softcap,
+                       position_bias ? position_bias->data<float>() : nullptr,
+                       position_bias ? position_bias->dim(1) : 0};
   if (ctx.reference_kernels)
     cpu::attention_reference(a);
   else

@@ -29,8 +29,8 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps, float offset =
 Tensor silu_mul(const Tensor& gate, const Tensor& up);
 
 // The MLP activations transformers names in hidden_act (ACT2FN): "silu", "gelu" (erf),
-// "gelu_pytorch_tanh" (tanh approximation).
-enum class Activation { Silu, Gelu, GeluTanh, Relu2 };  // Relu2: relu(x)^2
+// "gelu_pytorch_tanh" (tanh approximation), "relu".
+enum class Activation { Silu, Gelu, GeluTanh, Relu, Relu2 };  // Relu2: relu(x)^2
 // act(gate) * up, elementwise (a gated MLP).
 Tensor act_mul(Activation act, const Tensor& gate, const Tensor& up);
 // act(x), elementwise.
@@ -54,9 +54,12 @@ void rope(Tensor& x, const Tensor& cos, const Tensor& sin,
           RopeLayout layout = RopeLayout::HalfSplit);
 // Causal attention of q[tokens, heads, head_dim] over caches [max_seq, kv_heads, head_dim]
 // holding positions [0, pos0 + tokens); window 0 means no sliding window; softcap > 0 caps
-// the scaled scores as softcap * tanh(score / softcap) (0: no capping).
+// the scaled scores as softcap * tanh(score / softcap) (0: no capping). `position_bias`, when
+// given, is [heads, >= pos0 + tokens]: row h, column j is added to head h's scaled score for
+// the key at position j (ALiBi, see alibi_bias in models/builder.h).
 Tensor attention(Context& ctx, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                 int64_t pos0, int64_t window, float scale, float softcap = 0.0f);
+                 int64_t pos0, int64_t window, float scale, float softcap = 0.0f,
+                 const Tensor* position_bias = nullptr);
 
 // Copies rows [0, tokens) of src[tokens, ...] into dst at row `at` (the KV cache append).
 void write_rows(Tensor& dst, const Tensor& src, int64_t at);

@@ -124,12 +124,52 @@ TEST(Attention, SoftcapFastMatchesReferenceAndDefinition) {
   EXPECT_EQ(nmse_of(plain, zero), 0.0);
 }
 
+TEST(Attention, PositionBiasFastMatchesReferenceAndDefinition) {
+  ThreadPool pool(2);
+  Context fast{&pool, false}, ref{&pool, true};
+  const int64_t max_seq = 10, kvh = 1, heads = 3, hd = 4, pos0 = 3, tokens = 4;
+  Tensor k = random_tensor({max_seq, kvh, hd}, 21), v = random_tensor({max_seq, kvh, hd}, 22);
+  Tensor q = random_tensor({tokens, heads, hd}, 23, 2.0f);
+  Tensor bias = random_tensor({heads, max_seq}, 24, 3.0f);
+  for (int64_t window : {0, 2}) {
+    Tensor a = ops::attention(fast, q, k, v, pos0, window, 0.5f, 0.0f, &bias);
+    Tensor b = ops::attention(ref, q, k, v, pos0, window, 0.5f, 0.0f, &bias);
+    EXPECT_LT(nmse_of(a, b), 1e-12);
+  }
+  // Query 2 (position 5), head 2, by definition in double precision.
+  Tensor out = ops::attention(ref, q, k, v, pos0, 0, 0.5f, 0.0f, &bias);
+  const float* qr = q.data<float>() + (2 * heads + 2) * hd;
+  std::vector<double> w(6);
+  double sum = 0;
+  for (int j = 0; j <= 5; ++j) {
+    double s = 0;
+    for (int d = 0; d < hd; ++d) s += static_cast<double>(qr[d]) * k.data<float>()[j * hd + d];
+    w[j] = std::exp(s * 0.5 + bias.data<float>()[2 * max_seq + j]);
+    sum += w[j];
+  }
+  for (int d = 0; d < hd; ++d) {
+    double o = 0;
+    for (int j = 0; j <= 5; ++j) o += w[j] / sum * v.data<float>()[j * hd + d];
+    EXPECT_NEAR(out.data<float>()[(2 * heads + 2) * hd + d], o, 1e-5);
+  }
+  // A bias constant along each head's row changes nothing (softmax is shift invariant).
+  Tensor flat = Tensor::zeros(DType::F32, {heads, max_seq});
+  for (int64_t i = 0; i < flat.numel(); ++i) flat.mut<float>()[i] = 2.0f * (i / max_seq);
+  Tensor plain = ops::attention(ref, q, k, v, pos0, 0, 0.5f);
+  Tensor shifted = ops::attention(ref, q, k, v, pos0, 0, 0.5f, 0.0f, &flat);
+  EXPECT_LT(nmse_of(plain, shifted), 1e-12);
+  // A bias too short for the positions attended is refused.
+  Tensor short_bias = Tensor::zeros(DType::F32, {heads, pos0 + tokens - 1});
+  EXPECT_THROW(ops::attention(ref, q, k, v, pos0, 0, 0.5f, 0.0f, &short_bias), std::exception);
+}
+
 TEST(Activations, MatchDefinitions) {
   Tensor x = random_tensor({16}, 14, 4.0f), up = random_tensor({16}, 15);
   Tensor gelu = ops::activation(ops::Activation::Gelu, x);
   Tensor tanh_gelu = ops::activation(ops::Activation::GeluTanh, x);
   Tensor silu = ops::activation(ops::Activation::Silu, x);
   Tensor gated = ops::act_mul(ops::Activation::GeluTanh, x, up);
+  Tensor relu = ops::activation(ops::Activation::Relu, x);
   Tensor relu2 = ops::activation(ops::Activation::Relu2, x);
   Tensor relu2_gated = ops::act_mul(ops::Activation::Relu2, x, up);
   for (int i = 0; i < 16; ++i) {
@@ -140,6 +180,7 @@ TEST(Activations, MatchDefinitions) {
     EXPECT_NEAR(tanh_gelu.data<float>()[i], t, 1e-6);
     EXPECT_NEAR(silu.data<float>()[i], v / (1 + std::exp(-v)), 1e-6);
     EXPECT_NEAR(gated.data<float>()[i], t * up.data<float>()[i], 1e-6);
+    EXPECT_EQ(relu.data<float>()[i], v > 0 ? v : 0.0);
     const double r2 = v > 0 ? v * v : 0.0;  // ReLUSquaredActivation
     EXPECT_NEAR(relu2.data<float>()[i], r2, 1e-5);
     EXPECT_NEAR(relu2_gated.data<float>()[i], r2 * up.data<float>()[i], 1e-5);

@@ -38,15 +38,38 @@ void expect_error(const std::string& fixture, const std::function<void(Json&)>& 
 
 TEST(ConfigErrors, Activations) {
   expect_error(
-      "gemma_tied", [](Json& c) { c["hidden_act"] = "relu"; }, "field \"hidden_act\" is \"relu\"");
+      "gemma_tied", [](Json& c) { c["hidden_act"] = "quick_gelu"; },
+      "field \"hidden_act\" is \"quick_gelu\"");
   expect_error(
-      "gemma2_softcap_window", [](Json& c) { c["hidden_activation"] = "relu"; },
-      "field \"hidden_activation\" is \"relu\"");
+      "gemma2_softcap_window", [](Json& c) { c["hidden_activation"] = "quick_gelu"; },
+      "field \"hidden_activation\" is \"quick_gelu\"");
   expect_error(
-      "starcoder2_untied_nobias_gelu", [](Json& c) { c["hidden_act"] = "relu"; },
-      "field \"hidden_act\" is \"relu\"");
+      "starcoder2_untied_nobias_gelu", [](Json& c) { c["hidden_act"] = "quick_gelu"; },
+      "field \"hidden_act\" is \"quick_gelu\"");
   // GemmaConfig maps the legacy "gelu" to the tanh approximation: it loads.
   EXPECT_EQ(load_error("gemma_tied", [](Json& c) { c["hidden_act"] = "gelu"; }), "");
+}
+
+TEST(ConfigErrors, CrossAttention) {
+  for (const char* fixture : {"gpt2_tied", "gpt_bigcode_mqa_tied"})
+    expect_error(
+        fixture, [](Json& c) { c["add_cross_attention"] = true; },
+        "field \"add_cross_attention\" is true");
+}
+
+TEST(ConfigErrors, FalconLayouts) {
+  expect_error(
+      "falcon_new_arch_gqa", [](Json& c) { c["parallel_attn"] = false; },
+      "field \"parallel_attn\" is false with new_decoder_architecture");
+  expect_error(
+      "falcon_new_arch_gqa", [](Json& c) { c["num_ln_in_parallel_attn"] = 3; },
+      "field \"num_ln_in_parallel_attn\" is 3");
+  expect_error(
+      "falcon_parallel_mqa_tied", [](Json& c) { c["num_ln_in_parallel_attn"] = 2; },
+      "field \"num_ln_in_parallel_attn\" is 2 without new_decoder_architecture");
+  expect_error(
+      "falcon_alibi_sequential_bias", [](Json& c) { c["num_kv_heads"] = 4; },
+      "field \"num_kv_heads\" is 4");
 }
 
 TEST(ConfigErrors, AttentionVariants) {

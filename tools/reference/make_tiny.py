@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import transformers
 from safetensors.numpy import save_file
+from transformers.pytorch_utils import Conv1D
 
 import weightgen
 
@@ -56,14 +57,28 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     seed = spec["seed"]
     state = model.state_dict()
     tied = getattr(hf_config, "tie_word_embeddings", False)
+    # The input embedding by its own name (model.embed_tokens, transformer.wte, ...), and the
+    # weights of transformers Conv1D layers, stored [in, out] (GPT-2).
+    params = dict(model.named_parameters(remove_duplicate=False))
+    embed_name = next(n for n, p in params.items() if p is model.get_input_embeddings().weight
+                      and n != "lm_head.weight")
+    conv1d = {f"{m}.weight" for m, mod in model.named_modules()
+              if isinstance(mod, Conv1D)}
     entries, new_state = [], {}
     for tname, tensor in state.items():
         if tied and tname == "lm_head.weight":
             continue
         shape = list(tensor.shape)
-        center, scale = weightgen.init_rule(tname, shape)
-        if "embed_tokens" in tname and "embed_scale" in spec:
-            scale = spec["embed_scale"]
+        # Conv1D weights are rated by their fan-in, shape[0].
+        center, scale = weightgen.init_rule(tname, shape[::-1] if tname in conv1d else shape)
+        if tname == embed_name:
+            center, scale = weightgen.init_rule("embed_tokens", shape)
+            scale = spec.get("embed_scale", scale)
+        # "init": {"name suffix": [center, scale]} overrides the rule, e.g. a narrow embedding
+        # LayerNorm where embed_scale cannot narrow what the residual stream starts from.
+        for suffix, (c, sc) in spec.get("init", {}).items():
+            if tname.endswith(suffix):
+                center, scale = c, sc
         entries.append({"name": tname, "shape": shape, "center": center, "scale": scale})
         new_state[tname] = torch.from_numpy(weightgen.generate(seed, tname, shape, center, scale))
     missing, unexpected = model.load_state_dict(new_state, strict=False)
@@ -71,7 +86,7 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     assert set(missing) <= {"lm_head.weight"} and (tied or not missing), missing
     if tied:
         model.tie_weights()
-        assert torch.equal(model.lm_head.weight, new_state["model.embed_tokens.weight"])
+        assert torch.equal(model.lm_head.weight, new_state[embed_name])
     (out / "weights.json").write_text(
         json.dumps({"seed": seed, "generator": "splitmix64-fnv1a-v1", "tensors": entries}, indent=1)
         + "\n")
@@ -85,7 +100,13 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     with torch.no_grad():
         res = model(torch.tensor([tf_ids]), output_hidden_states=True)
         logits = res.logits[0].float().numpy()
-        hidden = torch.stack([h[0] for h in res.hidden_states]).float().numpy()
+        states = [h[0] for h in res.hidden_states]
+        # OPT with project_out: the last hidden state (after project_out) is narrower than
+        # the others, and it is left out; final_norm then goes uncompared.
+        narrow_last = states[-1].shape != states[0].shape
+        if narrow_last:
+            states = states[:-1]
+        hidden = torch.stack(states).float().numpy()
         # A fresh model for generation, so no state (dynamic rope caches) carries over.
         gen_model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
         gen_model.load_state_dict(model.state_dict())
@@ -117,8 +138,10 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         "prompt_ids": prompt,
         "greedy_tokens": new_tokens,
         "greedy_margins": margins,
-        "hidden_state_names": ["embed"] + [f"layer.{i}.out" for i in range(hidden.shape[0] - 2)]
-                              + ["final_norm"],
+        "hidden_state_names": (["embed"] + [f"layer.{i}.out" for i in range(hidden.shape[0] - 1)]
+                               if narrow_last else
+                               ["embed"] + [f"layer.{i}.out" for i in range(hidden.shape[0] - 2)]
+                               + ["final_norm"]),
         "hidden_state_summaries": summaries,
     }
     (out / "goldens.json").write_text(json.dumps(golden, indent=1) + "\n")

@@ -49,6 +49,8 @@ def init_rule(name: str, shape) -> tuple[float, float]:
     scale = float(np.sqrt(3.0 / fan_in))
     # Residual-branch outputs are widened so that layers, not the token's own embedding,
     # decide the next token (otherwise tied models just repeat their input).
-    if name.endswith(("o_proj.weight", "down_proj.weight")):
+    # (Starcoder2's mlp.c_proj predates the list and keeps its goldens.)
+    if name.endswith(("o_proj.weight", "down_proj.weight", "attn.c_proj.weight", "out_proj.weight",
+                      "fc2.weight", "attention.dense.weight", "dense_4h_to_h.weight")):
         scale *= 3.0
     return 0.0, scale

@@ -15,6 +15,7 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
   const int64_t hd = a.head_dim;
   const int64_t stride = a.kv_heads * hd;
   const float* q = a.q + (t * a.heads + h) * hd;
+  const float* bias = a.bias ? a.bias + h * a.bias_stride : nullptr;
   float max_score = -INFINITY;
   for (int64_t j = first; j <= p; ++j) {
     const float* k = a.k_cache + j * stride + kvh * hd;
@@ -22,6 +23,7 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
     for (int64_t d = 0; d < hd; ++d) s += q[d] * k[d];
     s *= a.scale;
     if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
+    if (bias) s += bias[j];
     scores[j - first] = s;
     max_score = std::max(max_score, s);
   }

@@ -47,7 +47,8 @@ void rope_half_split(float* x, const float* cos, const float* sin, int64_t token
 // [max_seq, kv_heads, head_dim] holding positions [0, pos0 + tokens). With window > 0 a
 // query at p sees keys at p - window < j <= p. q and out are [tokens, heads, head_dim].
 // With softcap > 0 each scaled score s becomes softcap * tanh(s / softcap) before the
-// softmax (Gemma2 attn_logit_softcapping).
+// softmax (Gemma2 attn_logit_softcapping). With a bias [heads, bias_stride], bias[h, j] is
+// added to head h's scaled score for key position j (ALiBi), after any capping.
 struct AttentionArgs {
   const float* q;
   const float* k_cache;
@@ -56,6 +57,8 @@ struct AttentionArgs {
   int64_t tokens, pos0, heads, kv_heads, head_dim, window;
   float scale;
   float softcap = 0.0f;
+  const float* bias = nullptr;
+  int64_t bias_stride = 0;
 };
 void attention_reference(const AttentionArgs& a);
 void attention_fast(const AttentionArgs& a, ThreadPool& pool);

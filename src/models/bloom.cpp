@@ -1,0 +1,128 @@
+// BloomForCausalLM: transformers/models/bloom (configuration_bloom.py, modeling_bloom.py).
+// No position embeddings but ALiBi biases in attention, a LayerNorm right after the token
+// embedding (word_embeddings_layernorm), a fused query_key_value viewed per head as [q, k, v],
+// a tanh-GELU MLP of 4 * hidden, and apply_residual_connection_post_layernorm choosing whether
+// each residual is the block input or its LayerNorm.
+#include "core/error.h"
+#include "models/builder.h"
+#include "models/registry.h"
+
+namespace lathe {
+namespace {
+
+struct BloomConfig {
+  std::string architecture;
+  int64_t vocab_size = 0, hidden_size = 0, num_layers = 0, max_position_embeddings = 0;
+  float layer_norm_eps = 1e-5f;
+  bool residual_post_layernorm = false;  // apply_residual_connection_post_layernorm
+  bool tie_word_embeddings = true;
+  AttentionSpec attention;
+};
+
+class BloomModel : public Model {
+ public:
+  BloomModel(const Checkpoint& ckpt, BloomConfig cfg, const ModelOptions& opts)
+      : cfg_(std::move(cfg)), slopes_(alibi_slopes(cfg_.attention.heads)) {
+    Weights w(ckpt, opts.dtype);
+    const int64_t h = cfg_.hidden_size;
+    const AttentionSpec& s = cfg_.attention;
+    const std::string base = base_model_prefix(w, "transformer.", "word_embeddings.weight");
+    embed_ = w.matrix(base + "word_embeddings.weight", {cfg_.vocab_size, h});
+    embed_norm_ = load_layer_norm(w, base + "word_embeddings_layernorm.", h);
+    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+      const std::string p = cat(base, "h.", i, ".");
+      Layer l;
+      l.attn_norm = load_layer_norm(w, p + "input_layernorm.", h);
+      // BloomAttention._reshape: query_key_value's output viewed as (heads, 3, head_dim).
+      const std::string qkv = p + "self_attention.query_key_value.";
+      const FusedQkv m = split_fused_qkv(w.matrix(qkv + "weight", {3 * h, h}), s, s.heads);
+      const FusedQkv b = split_fused_qkv(w.vector(qkv + "bias", {3 * h}), s, s.heads);
+      l.attn.q = m.q, l.attn.k = m.k, l.attn.v = m.v;
+      l.attn.q_bias = b.q, l.attn.k_bias = b.k, l.attn.v_bias = b.v;
+      l.attn.o = w.matrix(p + "self_attention.dense.weight", {h, h});
+      l.attn.o_bias = w.vector(p + "self_attention.dense.bias", {h});
+      l.mlp_norm = load_layer_norm(w, p + "post_attention_layernorm.", h);
+      l.mlp = load_mlp(w, p + "mlp.dense_h_to_4h", p + "mlp.dense_4h_to_h", h, 4 * h, true);
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = load_layer_norm(w, base + "ln_f.", h);
+    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
+    w.finish(cfg_.architecture);
+
+    info_ = decoder_info(cfg_, w.matrix_dtype());
+  }
+
+  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
+                 const Trace* trace) const override {
+    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
+    check_cache_room(cache, n);
+    const float eps = cfg_.layer_norm_eps;
+    Tensor x = layer_norm(ops::embedding(embed_, ids), embed_norm_, eps);
+    record(trace, "embed", x);
+    const Tensor alibi = alibi_bias(slopes_, pos0 + n), none;
+    const bool post = cfg_.residual_post_layernorm;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& l = layers_[i];
+      // BloomBlock: attention and MLP each add to a residual that is their input, or with
+      // apply_residual_connection_post_layernorm that input's LayerNorm.
+      Tensor normed = layer_norm(x, l.attn_norm, eps);
+      Tensor a = self_attention(ctx, normed, l.attn, cfg_.attention, none, none, cache.layers[i],
+                                pos0, &alibi);
+      ops::add_inplace(a, post ? normed : x);
+      normed = layer_norm(a, l.mlp_norm, eps);
+      x = gated_mlp(ctx, normed, l.mlp, ops::Activation::GeluTanh);  // BloomGelu
+      ops::add_inplace(x, post ? normed : a);
+      record(trace, cat("layer.", i, ".out"), x);
+    }
+    cache.length = pos0 + n;
+    Tensor normed = layer_norm(all_logits ? x : last_row(x), final_norm_, eps);
+    record(trace, "final_norm", normed);
+    return ops::linear(ctx, normed, lm_head_);
+  }
+
+ private:
+  struct Layer {
+    LayerNormWeights attn_norm, mlp_norm;
+    AttentionWeights attn;
+    GatedMlpWeights mlp;
+  };
+  BloomConfig cfg_;
+  std::vector<float> slopes_;
+  Tensor embed_, lm_head_;
+  LayerNormWeights embed_norm_, final_norm_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_bloom(const Checkpoint& ckpt, const ModelOptions& opts) {
+  JsonFields f(ckpt.config(), ckpt.config_path());
+  // BloomConfig defaults; n_embed, when given, replaces hidden_size.
+  BloomConfig c;
+  c.architecture = ckpt.architecture();
+  c.vocab_size = f.get_or<int64_t>("vocab_size", 250880);
+  c.hidden_size = read_int_alias(f, "n_embed", "hidden_size", 64);
+  c.num_layers = read_int_alias(f, "n_layer", "num_hidden_layers", 2);
+  c.layer_norm_eps = static_cast<float>(f.get_or<double>("layer_norm_epsilon", 1e-5));
+  c.residual_post_layernorm = f.get_or<bool>("apply_residual_connection_post_layernorm", false);
+  c.tie_word_embeddings = f.get_or<bool>("tie_word_embeddings", true);
+  // ALiBi sets no position limit and BloomConfig has no max_position_embeddings; the length
+  // BLOOM was trained at sizes lathe's default cache.
+  c.max_position_embeddings = 2048;
+  // pretraining_tp with slow_but_exact sums the dense layers in slices: the same product.
+  AttentionSpec& a = c.attention;
+  a.hidden = c.hidden_size;
+  a.heads = read_int_alias(f, "n_head", "num_attention_heads", 8);
+  if (a.heads <= 0 || c.hidden_size <= 0 || c.hidden_size % a.heads != 0)
+    fail(f.origin(), ": hidden_size ", c.hidden_size, " is not a positive multiple of n_head ",
+         a.heads);
+  a.kv_heads = a.heads;
+  a.head_dim = c.hidden_size / a.heads;
+  a.rope = false;
+  for (auto [name, v] : {std::pair{"vocab_size", c.vocab_size}, {"n_layer", c.num_layers}})
+    if (v <= 0 || v > (int64_t{1} << 31))
+      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
+  return std::make_unique<BloomModel>(ckpt, std::move(c), opts);
+}
+
+}  // namespace lathe

@@ -1,0 +1,225 @@
+// FalconForCausalLM: transformers/models/falcon (configuration_falcon.py, modeling_falcon.py).
+// LayerNorm blocks in three layouts: new_decoder_architecture (ln_attn and ln_mlp feeding
+// parallel attention and MLP, grouped key/value heads), the original parallel block (one
+// input_layernorm, multi-query attention), and a sequential pre-norm block. Rotary positions,
+// or ALiBi when alibi is set. The fused query_key_value is split at load in the layout each
+// variant views it in; a GELU MLP of ffn_hidden_size; one bias switch for every linear.
+#include <cmath>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "models/builder.h"
+#include "models/registry.h"
+
+namespace lathe {
+namespace {
+
+enum class FalconBlock {
+  TwoNorms,    // new_decoder_architecture: x + attn(ln_attn(x)) + mlp(ln_mlp(x))
+  Parallel,    // parallel_attn: n = input_layernorm(x); x + attn(n) + mlp(n)
+  Sequential,  // x + attn(input_layernorm(x)), then + mlp(post_attention_layernorm(x))
+};
+
+struct FalconConfig {
+  std::string architecture;
+  int64_t vocab_size = 0, hidden_size = 0, ffn_hidden_size = 0, num_layers = 0;
+  int64_t max_position_embeddings = 0;
+  float layer_norm_eps = 1e-5f;
+  bool bias = false, alibi = false, tie_word_embeddings = true;
+  FalconBlock block = FalconBlock::Parallel;
+  int64_t qkv_groups = 1;  // how query_key_value's rows are grouped, see split_fused_qkv
+  ops::Activation act = ops::Activation::Gelu;
+  AttentionSpec attention;
+  RopeConfig rope;
+};
+
+class FalconModel : public Model {
+ public:
+  FalconModel(const Checkpoint& ckpt, FalconConfig cfg, const ModelOptions& opts)
+      : cfg_(std::move(cfg)), rope_(cfg_.rope) {
+    Weights w(ckpt, opts.dtype);
+    const int64_t h = cfg_.hidden_size, ffn = cfg_.ffn_hidden_size;
+    const AttentionSpec& s = cfg_.attention;
+    const int64_t qkv_out = (s.heads + 2 * s.kv_heads) * s.head_dim;
+    const bool bias = cfg_.bias;
+    const std::string base = base_model_prefix(w, "transformer.", "word_embeddings.weight");
+    embed_ = w.matrix(base + "word_embeddings.weight", {cfg_.vocab_size, h});
+    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+      const std::string p = cat(base, "h.", i, ".");
+      Layer l;
+      switch (cfg_.block) {
+        case FalconBlock::TwoNorms:
+          l.attn_norm = load_layer_norm(w, p + "ln_attn.", h);
+          l.mlp_norm = load_layer_norm(w, p + "ln_mlp.", h);
+          break;
+        case FalconBlock::Parallel:
+          l.attn_norm = load_layer_norm(w, p + "input_layernorm.", h);
+          break;
+        case FalconBlock::Sequential:
+          l.attn_norm = load_layer_norm(w, p + "input_layernorm.", h);
+          l.mlp_norm = load_layer_norm(w, p + "post_attention_layernorm.", h);
+          break;
+      }
+      const std::string qkv = p + "self_attention.query_key_value.";
+      const FusedQkv m =
+          split_fused_qkv(w.matrix(qkv + "weight", {qkv_out, h}), s, cfg_.qkv_groups);
+      l.attn.q = m.q, l.attn.k = m.k, l.attn.v = m.v;
+      l.attn.o = w.matrix(p + "self_attention.dense.weight", {h, s.heads * s.head_dim});
+      if (bias) {
+        const FusedQkv b = split_fused_qkv(w.vector(qkv + "bias", {qkv_out}), s, cfg_.qkv_groups);
+        l.attn.q_bias = b.q, l.attn.k_bias = b.k, l.attn.v_bias = b.v;
+        l.attn.o_bias = w.vector(p + "self_attention.dense.bias", {h});
+      }
+      l.mlp = load_mlp(w, p + "mlp.dense_h_to_4h", p + "mlp.dense_4h_to_h", h, ffn, bias);
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = load_layer_norm(w, base + "ln_f.", h);
+    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
+    w.finish(cfg_.architecture);
+
+    info_ = decoder_info(cfg_, w.matrix_dtype());
+    if (cfg_.alibi) slopes_ = alibi_slopes(s.heads);
+  }
+
+  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
+                 const Trace* trace) const override {
+    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
+    check_cache_room(cache, n);
+    Tensor cos, sin, alibi;
+    if (cfg_.alibi)
+      alibi = falcon_alibi(pos0 + n);
+    else
+      rope_.tables(pos0, n, &cos, &sin);
+    const Tensor* bias = cfg_.alibi ? &alibi : nullptr;
+    Tensor x = ops::embedding(embed_, ids);
+    record(trace, "embed", x);
+    const float eps = cfg_.layer_norm_eps;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& l = layers_[i];
+      const Tensor normed = layer_norm(x, l.attn_norm, eps);
+      Tensor a = self_attention(ctx, normed, l.attn, cfg_.attention, cos, sin, cache.layers[i],
+                                pos0, bias);
+      // FalconDecoderLayer.
+      switch (cfg_.block) {
+        case FalconBlock::TwoNorms:
+          add_parallel_branches(x, a,
+                                gated_mlp(ctx, layer_norm(x, l.mlp_norm, eps), l.mlp, cfg_.act));
+          break;
+        case FalconBlock::Parallel:
+          add_parallel_branches(x, a, gated_mlp(ctx, normed, l.mlp, cfg_.act));
+          break;
+        case FalconBlock::Sequential:
+          ops::add_inplace(x, a);
+          ops::add_inplace(x, gated_mlp(ctx, layer_norm(x, l.mlp_norm, eps), l.mlp, cfg_.act));
+          break;
+      }
+      record(trace, cat("layer.", i, ".out"), x);
+    }
+    cache.length = pos0 + n;
+    Tensor normed = layer_norm(all_logits ? x : last_row(x), final_norm_, eps);
+    record(trace, "final_norm", normed);
+    return ops::linear(ctx, normed, lm_head_);
+  }
+
+ private:
+  // Falcon's build_alibi_tensor multiplies bfloat16 slopes by the key positions in bfloat16,
+  // and FalconModel divides the result by sqrt(head_dim) before SDPA adds it to the scaled
+  // scores; the roundings are kept, as they change the scores.
+  Tensor falcon_alibi(int64_t length) const {
+    Tensor bias = Tensor::zeros(DType::F32, {static_cast<int64_t>(slopes_.size()), length});
+    const float divisor =
+        static_cast<float>(std::sqrt(static_cast<double>(cfg_.attention.head_dim)));
+    float* p = bias.mut<float>();
+    for (size_t h = 0; h < slopes_.size(); ++h) {
+      const float slope = bf16_to_f32(f32_to_bf16(slopes_[h]));
+      for (int64_t j = 0; j < length; ++j)
+        p[h * length + j] = bf16_to_f32(f32_to_bf16(slope * static_cast<float>(j))) / divisor;
+    }
+    return bias;
+  }
+
+  struct Layer {
+    LayerNormWeights attn_norm, mlp_norm;  // mlp_norm unused by the Parallel block
+    AttentionWeights attn;
+    GatedMlpWeights mlp;
+  };
+  FalconConfig cfg_;
+  Rope rope_;
+  std::vector<float> slopes_;  // alibi only
+  Tensor embed_, lm_head_;
+  LayerNormWeights final_norm_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_falcon(const Checkpoint& ckpt, const ModelOptions& opts) {
+  JsonFields f(ckpt.config(), ckpt.config_path());
+  // FalconConfig defaults; n_embed, when given, replaces hidden_size.
+  FalconConfig c;
+  c.architecture = ckpt.architecture();
+  c.vocab_size = f.get_or<int64_t>("vocab_size", 65024);
+  c.hidden_size = read_int_alias(f, "n_embed", "hidden_size", 4544);
+  c.num_layers = f.get_or<int64_t>("num_hidden_layers", 32);
+  c.ffn_hidden_size = f.get_or<int64_t>("ffn_hidden_size", 4 * c.hidden_size);
+  c.max_position_embeddings = f.get_or<int64_t>("max_position_embeddings", 2048);
+  c.layer_norm_eps = static_cast<float>(f.get_or<double>("layer_norm_epsilon", 1e-5));
+  c.bias = f.get_or<bool>("bias", false);
+  c.alibi = f.get_or<bool>("alibi", false);
+  c.tie_word_embeddings = f.get_or<bool>("tie_word_embeddings", true);
+  c.act = read_activation(f, "activation", "gelu", c.architecture);
+
+  AttentionSpec& a = c.attention;
+  a.hidden = c.hidden_size;
+  a.heads = f.get_or<int64_t>("num_attention_heads", 71);
+  if (a.heads <= 0 || c.hidden_size <= 0 || c.hidden_size % a.heads != 0)
+    fail(f.origin(), ": hidden_size ", c.hidden_size,
+         " is not a positive multiple of num_attention_heads ", a.heads);
+  a.head_dim = c.hidden_size / a.heads;
+  a.rope = !c.alibi;
+  const int64_t num_kv_heads = f.get_or<int64_t>("num_kv_heads", a.heads);
+
+  // FalconAttention / FalconDecoderLayer: which block and which query_key_value layout.
+  const bool new_arch = f.get_or<bool>("new_decoder_architecture", false);
+  const bool multi_query = f.get_or<bool>("multi_query", true);
+  const bool parallel = f.get_or<bool>("parallel_attn", true);
+  const std::optional<int64_t> num_ln = f.get_optional<int64_t>("num_ln_in_parallel_attn");
+  if (new_arch) {
+    // Viewed as (num_kv_heads, heads / num_kv_heads + 2, head_dim).
+    if (num_kv_heads <= 0 || a.heads % num_kv_heads != 0)
+      fail(f.origin(), ": num_attention_heads ", a.heads, " is not a multiple of num_kv_heads ",
+           num_kv_heads);
+    a.kv_heads = c.qkv_groups = num_kv_heads;
+    // transformers builds only these: two norms (the default), or one with parallel_attn.
+    if (!parallel)
+      fail(f.origin(), ": field \"parallel_attn\" is false with new_decoder_architecture, a ",
+           "layout transformers' FalconDecoderLayer does not run");
+    if (num_ln.value_or(2) != 1 && num_ln.value_or(2) != 2)
+      fail(f.origin(), ": field \"num_ln_in_parallel_attn\" is ", *num_ln, "; ", c.architecture,
+           " runs 1 or 2");
+    c.block = num_ln.value_or(2) == 2 ? FalconBlock::TwoNorms : FalconBlock::Parallel;
+  } else {
+    if (multi_query) {
+      a.kv_heads = 1, c.qkv_groups = 1;  // viewed as (heads + 2, head_dim): [q.. | k | v]
+    } else {
+      if (num_kv_heads != a.heads)
+        fail(f.origin(), ": field \"num_kv_heads\" is ", num_kv_heads, "; ", c.architecture,
+             " without new_decoder_architecture or multi_query has one per head (", a.heads, ")");
+      a.kv_heads = c.qkv_groups = a.heads;  // viewed as (heads, 3, head_dim)
+    }
+    if (parallel && num_ln == 2)
+      fail(f.origin(), ": field \"num_ln_in_parallel_attn\" is 2 without ",
+           "new_decoder_architecture, a layout transformers' FalconDecoderLayer does not run");
+    c.block = parallel ? FalconBlock::Parallel : FalconBlock::Sequential;
+  }
+  for (auto [name, v] : {std::pair{"vocab_size", c.vocab_size},
+                         {"ffn_hidden_size", c.ffn_hidden_size},
+                         {"num_hidden_layers", c.num_layers},
+                         {"max_position_embeddings", c.max_position_embeddings}})
+    if (v <= 0 || v > (int64_t{1} << 31))
+      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
+  c.rope = read_rope_config(f, a.head_dim, c.max_position_embeddings);
+  return std::make_unique<FalconModel>(ckpt, std::move(c), opts);
+}
+
+}  // namespace lathe

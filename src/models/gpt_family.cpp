@@ -1,0 +1,141 @@
+#include "models/gpt_family.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace lathe {
+namespace {
+
+class GptFamilyModel : public Model {
+ public:
+  GptFamilyModel(const Checkpoint& ckpt, GptFamilyConfig cfg, const ModelOptions& opts)
+      : cfg_(std::move(cfg)) {
+    Weights w(ckpt, opts.dtype);
+    // The original GPT-2 checkpoints name the base model's tensors without "transformer." and
+    // carry the causal-mask buffers attn.bias / attn.masked_bias, which transformers ignores.
+    const std::string base = base_model_prefix(w, "transformer.", "wte.weight");
+    w.ignore_if([](const std::string& n) {
+      return n.ends_with(".attn.bias") || n.ends_with(".attn.masked_bias");
+    });
+    const int64_t h = cfg_.hidden_size, inner = cfg_.inner_size;
+    const AttentionSpec& s = cfg_.attention;
+    const int64_t q_out = s.heads * s.head_dim, qkv_out = q_out + 2 * s.kv_heads * s.head_dim;
+    // Linear weights [out, in]; GPT-2's Conv1D stores them [in, out].
+    const auto linear = [&](const std::string& name, int64_t in, int64_t out) {
+      return cfg_.conv1d ? load_conv1d(w, name, in, out) : w.matrix(name, {out, in});
+    };
+    embed_ = w.matrix(base + "wte.weight", {cfg_.vocab_size, h});
+    positions_ = w.matrix(base + "wpe.weight", {cfg_.max_position_embeddings, h});
+    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+      const std::string p = cat(base, "h.", i, ".");
+      Layer l;
+      l.spec = s;
+      l.spec.scale = cfg_.layer_scale.at(i);
+      l.attn_norm = load_layer_norm(w, p + "ln_1.", h);
+      FusedQkv qkv =
+          split_fused_qkv(linear(p + "attn.c_attn.weight", h, qkv_out), s, cfg_.qkv_groups);
+      FusedQkv bias =
+          split_fused_qkv(w.vector(p + "attn.c_attn.bias", {qkv_out}), s, cfg_.qkv_groups);
+      l.attn.q = qkv.q, l.attn.k = qkv.k, l.attn.v = qkv.v;
+      l.attn.q_bias = bias.q, l.attn.k_bias = bias.k, l.attn.v_bias = bias.v;
+      l.attn.o = linear(p + "attn.c_proj.weight", q_out, h);
+      l.attn.o_bias = w.vector(p + "attn.c_proj.bias", {h});
+      l.mlp_norm = load_layer_norm(w, p + "ln_2.", h);
+      l.mlp.up = linear(p + "mlp.c_fc.weight", h, inner);
+      l.mlp.up_bias = w.vector(p + "mlp.c_fc.bias", {inner});
+      l.mlp.down = linear(p + "mlp.c_proj.weight", inner, h);
+      l.mlp.down_bias = w.vector(p + "mlp.c_proj.bias", {h});
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = load_layer_norm(w, base + "ln_f.", h);
+    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
+    w.finish(cfg_.architecture);
+
+    info_ = decoder_info(cfg_, w.matrix_dtype());
+  }
+
+  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
+                 const Trace* trace) const override {
+    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
+    check_cache_room(cache, n);
+    // GPT2Model: wte(ids) + wpe(positions).
+    Tensor x = ops::embedding(embed_, ids);
+    ops::add_inplace(x, learned_positions(positions_, pos0, n));
+    record(trace, "embed", x);
+    const Tensor none;
+    const float eps = cfg_.layer_norm_eps;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& l = layers_[i];
+      // GPT2Block: x + attn(ln_1(x)), then x + mlp(ln_2(x)).
+      ops::add_inplace(x, self_attention(ctx, layer_norm(x, l.attn_norm, eps), l.attn, l.spec, none,
+                                         none, cache.layers[i], pos0));
+      ops::add_inplace(x, gated_mlp(ctx, layer_norm(x, l.mlp_norm, eps), l.mlp, cfg_.act));
+      record(trace, cat("layer.", i, ".out"), x);
+    }
+    cache.length = pos0 + n;
+    Tensor normed = layer_norm(all_logits ? x : last_row(x), final_norm_, eps);
+    record(trace, "final_norm", normed);
+    return ops::linear(ctx, normed, lm_head_);
+  }
+
+ private:
+  struct Layer {
+    AttentionSpec spec;
+    LayerNormWeights attn_norm, mlp_norm;
+    AttentionWeights attn;
+    GatedMlpWeights mlp;
+  };
+  GptFamilyConfig cfg_;
+  Tensor embed_, positions_, lm_head_;
+  LayerNormWeights final_norm_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> build_gpt_family(const Checkpoint& ckpt, const GptFamilyConfig& cfg,
+                                        const ModelOptions& opts) {
+  return std::make_unique<GptFamilyModel>(ckpt, cfg, opts);
+}
+
+GptFamilyConfig read_gpt_family_config(const Checkpoint& ckpt, const char* act) {
+  JsonFields f(ckpt.config(), ckpt.config_path());
+  GptFamilyConfig c;
+  c.architecture = ckpt.architecture();
+  // GPT2Config / GPTBigCodeConfig defaults.
+  c.vocab_size = f.get_or<int64_t>("vocab_size", 50257);
+  c.hidden_size = read_int_alias(f, "n_embd", "hidden_size", 768);
+  c.num_layers = read_int_alias(f, "n_layer", "num_hidden_layers", 12);
+  c.max_position_embeddings = read_int_alias(f, "n_positions", "max_position_embeddings", 1024);
+  c.inner_size = f.get_or<int64_t>("n_inner", 4 * c.hidden_size);  // null: 4 * n_embd
+  c.layer_norm_eps = static_cast<float>(f.get_or<double>("layer_norm_epsilon", 1e-5));
+  c.tie_word_embeddings = f.get_or<bool>("tie_word_embeddings", true);
+  c.act = read_activation(f, "activation_function", act, c.architecture);
+  if (f.get_or<bool>("add_cross_attention", false))
+    fail(f.origin(), ": field \"add_cross_attention\" is true; lathe implements ", c.architecture,
+         " as a decoder without cross-attention");
+
+  AttentionSpec& a = c.attention;
+  a.hidden = c.hidden_size;
+  a.heads = read_int_alias(f, "n_head", "num_attention_heads", 12);
+  if (a.heads <= 0 || c.hidden_size <= 0 || c.hidden_size % a.heads != 0)
+    fail(f.origin(), ": n_embd ", c.hidden_size, " is not a positive multiple of n_head ", a.heads);
+  a.kv_heads = a.heads;
+  a.head_dim = c.hidden_size / a.heads;
+  a.qkv_bias = a.o_bias = true;
+  a.rope = false;
+  for (auto [name, v] : {std::pair{"vocab_size", c.vocab_size},
+                         {"n_inner", c.inner_size},
+                         {"n_layer", c.num_layers},
+                         {"n_positions", c.max_position_embeddings}})
+    if (v <= 0 || v > (int64_t{1} << 31))
+      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
+  // scale_attn_weights false: raw dot products (scale 1).
+  const bool scaled = f.get_or<bool>("scale_attn_weights", true);
+  const double scale = scaled ? 1.0 / std::sqrt(static_cast<double>(a.head_dim)) : 1.0;
+  c.layer_scale.assign(static_cast<size_t>(c.num_layers), static_cast<float>(scale));
+  return c;
+}
+
+}  // namespace lathe
