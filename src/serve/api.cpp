@@ -4,6 +4,7 @@
 #include <cctype>
 #include <functional>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -83,20 +84,47 @@ Selection read_selection(const Snapshot& snap, const ApiParams& p, const std::st
   return s;
 }
 
+// Entries kept per snapshot before the cache starts over (each is at most a few MB).
+constexpr size_t kMaxCached = 64;
+
 // The selected rows, one per identity (model, revision, task, device, dtype): with several
-// transformers versions, the one that finished last.
-std::vector<const LabRow*> select_latest(const Snapshot& snap, const Selection& sel) {
-  std::unordered_map<std::string, size_t> at;
-  std::vector<const LabRow*> out;
-  for (const auto& r : snap.rows) {
-    if (!sel.matches(r)) continue;
-    auto [it, fresh] = at.emplace(r.key(), out.size());
-    if (fresh)
-      out.push_back(&r);
-    else if (out[it->second]->finished_at < r.finished_at)
-      out[it->second] = &r;
+// transformers versions, the one that finished last. Cached per snapshot.
+std::shared_ptr<const std::vector<const LabRow*>> select_latest(const Snapshot& snap,
+                                                                const Selection& sel) {
+  const std::string cache_key = sel.task + '\n' + sel.lathe + '\n' + sel.transformers;
+  {
+    std::lock_guard<std::mutex> lock(snap.cache_mutex);
+    if (auto it = snap.selections.find(cache_key); it != snap.selections.end()) return it->second;
   }
+  std::unordered_map<std::string_view, size_t> at;
+  auto out = std::make_shared<std::vector<const LabRow*>>();
+  for (size_t i = 0; i < snap.rows.size(); ++i) {
+    const LabRow& r = snap.rows[i];
+    if (!sel.matches(r)) continue;
+    auto [it, fresh] = at.emplace(snap.keys[i], out->size());
+    if (fresh)
+      out->push_back(&r);
+    else if ((*out)[it->second]->finished_at < r.finished_at)
+      (*out)[it->second] = &r;
+  }
+  std::lock_guard<std::mutex> lock(snap.cache_mutex);
+  if (snap.selections.size() >= kMaxCached) snap.selections.clear();
+  snap.selections[cache_key] = out;
   return out;
+}
+
+// An answer computed once per snapshot and query (`make` runs outside the lock).
+template <class Make>
+std::shared_ptr<const Json> cached_answer(const Snapshot& snap, const std::string& key, Make make) {
+  {
+    std::lock_guard<std::mutex> lock(snap.cache_mutex);
+    if (auto it = snap.answers.find(key); it != snap.answers.end()) return it->second;
+  }
+  auto j = std::make_shared<const Json>(make());
+  std::lock_guard<std::mutex> lock(snap.cache_mutex);
+  if (snap.answers.size() >= kMaxCached) snap.answers.clear();
+  snap.answers[key] = j;
+  return j;
 }
 
 // The fields report_json and diff_json read, without the large ones (scripts, logs, tokens).
@@ -191,9 +219,16 @@ int status_order(const std::string& s) {
   return i;
 }
 
+Json versions_json(const Snapshot& snap);
+
 }  // namespace
 
 Json api_versions(const Snapshot& snap) {
+  return *cached_answer(snap, "versions", [&] { return versions_json(snap); });
+}
+
+namespace {
+Json versions_json(const Snapshot& snap) {
   std::set<std::string> transformers, tasks;
   std::map<std::pair<std::string, std::string>, int64_t> pairs;
   for (const auto& r : snap.rows) {
@@ -227,6 +262,7 @@ Json api_versions(const Snapshot& snap) {
           {"loaded_at", snap.loaded_at},
           {"generation", snap.generation}};
 }
+}  // namespace
 
 Json api_rows(const Snapshot& snap, const ApiParams& p) {
   const Selection sel = read_selection(snap, p);
@@ -241,7 +277,8 @@ Json api_rows(const Snapshot& snap, const ApiParams& p) {
   const int64_t offset = int_param(p, "offset", 0, 0, int64_t{1} << 40);
   const int64_t limit = int_param(p, "limit", 50, 1, kMaxPageRows);
 
-  const auto rows = select_latest(snap, sel);
+  const auto selected = select_latest(snap, sel);
+  const auto& rows = *selected;
   const Catalog* ranking = nullptr;
   if (auto it = snap.rankings.find({sel.task, view}); it != snap.rankings.end())
     ranking = &it->second;
@@ -269,7 +306,12 @@ Json api_rows(const Snapshot& snap, const ApiParams& p) {
   Json counts = Json::object();
   for (const char* s : kStatuses) counts[s] = 0;
   for (const auto& it : items) {
-    if (!q.empty() && lower(it.id()).find(q) == std::string::npos) continue;
+    if (!q.empty()) {
+      const std::string id = it.row ? std::string() : lower(it.id());
+      const std::string& lid =
+          it.row ? snap.lower_ids[static_cast<size_t>(it.row - snap.rows.data())] : id;
+      if (lid.find(q) == std::string::npos) continue;
+    }
     if (!arch.empty() && it.architecture() != arch) continue;
     counts[it.status()] = counts[it.status()].get<int64_t>() + 1;
     if (!status.empty() && it.status() != status) continue;
@@ -359,9 +401,13 @@ Json api_row(const Snapshot& snap, const ApiParams& p) {
 
 Json api_summary(const Snapshot& snap, const ApiParams& p) {
   const Selection sel = read_selection(snap, p);
-  std::vector<LabRow> rows;
-  for (const LabRow* r : select_latest(snap, sel)) rows.push_back(slim(*r));
-  Json j = report_json(rows);
+  const auto report =
+      cached_answer(snap, "summary\n" + sel.task + '\n' + sel.lathe + '\n' + sel.transformers, [&] {
+        std::vector<LabRow> rows;
+        for (const LabRow* r : *select_latest(snap, sel)) rows.push_back(slim(*r));
+        return report_json(rows);
+      });
+  Json j = *report;
   j["task"] = sel.task;
   j["lathe"] = sel.lathe;
   j["transformers"] = sel.transformers.empty() ? "any" : sel.transformers;
@@ -372,19 +418,24 @@ Json api_diff(const Snapshot& snap, const ApiParams& p) {
   const Selection a = read_selection(snap, p, "a_"), b = read_selection(snap, p, "b_");
   const int64_t offset = int_param(p, "offset", 0, 0, int64_t{1} << 40);
   const int64_t limit = int_param(p, "limit", 100, 1, kMaxPageRows);
-  std::vector<LabRow> ra, rb;
-  for (const LabRow* r : select_latest(snap, a)) ra.push_back(slim(*r));
-  for (const LabRow* r : select_latest(snap, b)) rb.push_back(slim(*r));
-  const Json d = diff_json(ra, rb);
-  Json out = {
-      {"task", a.task},
-      {"a",
-       {{"lathe", a.lathe}, {"transformers", a.transformers.empty() ? "any" : a.transformers}}},
-      {"b",
-       {{"lathe", b.lathe}, {"transformers", b.transformers.empty() ? "any" : b.transformers}}},
-      {"unchanged", d["unchanged"]},
-      {"offset", offset},
-      {"limit", limit}};
+  const auto diff = cached_answer(snap,
+                                  cat("diff\n", a.task, '\n', a.lathe, '\n', a.transformers, '\n',
+                                      b.lathe, '\n', b.transformers),
+                                  [&] {
+                                    std::vector<LabRow> ra, rb;
+                                    for (const LabRow* r : *select_latest(snap, a))
+                                      ra.push_back(slim(*r));
+                                    for (const LabRow* r : *select_latest(snap, b))
+                                      rb.push_back(slim(*r));
+                                    return diff_json(ra, rb);
+                                  });
+  const Json& d = *diff;
+  auto side = [](const Selection& s) {
+    return Json{{"lathe", s.lathe},
+                {"transformers", s.transformers.empty() ? "any" : s.transformers}};
+  };
+  Json out = {{"task", a.task},   {"a", side(a)},  {"b", side(b)}, {"unchanged", d["unchanged"]},
+              {"offset", offset}, {"limit", limit}};
   for (const char* part : {"regressions", "fixes", "only_in_a", "only_in_b"}) {
     const Json& all = d[part];
     Json slice = Json::array();

@@ -127,6 +127,7 @@ int serve(const ServeOptions& opts) {
 
   httplib::Server svr;
   svr.set_payload_max_length(1024);
+  svr.set_tcp_nodelay(true);  // headers and body go out in two writes: no Nagle delay between
   svr.set_read_timeout(5);
   svr.set_write_timeout(5);
   svr.set_keep_alive_timeout(5);

@@ -32,6 +32,15 @@ bool is_ranking_file(const fs::path& p) {
 
 }  // namespace
 
+void index_rows(Snapshot& snap) {
+  snap.lower_ids.clear();
+  snap.keys.clear();
+  for (const auto& r : snap.rows) {
+    snap.lower_ids.push_back(lower(r.model_id));
+    snap.keys.push_back(r.key());
+  }
+}
+
 std::string transformers_label(const LabRow& row) {
   return row.transformers_version.empty() ? "none" : row.transformers_version;
 }
@@ -126,8 +135,7 @@ std::shared_ptr<const Snapshot> DataStore::load(const Signature& sig, uint64_t g
   }
   for (auto& [key, c] : from_sweeps)
     if (!s->rankings.count(key)) s->rankings[key] = std::move(c);
-  s->lower_ids.reserve(s->rows.size());
-  for (const auto& r : s->rows) s->lower_ids.push_back(lower(r.model_id));
+  index_rows(*s);
   return s;
 }
 

@@ -24,6 +24,7 @@ inline constexpr const char* kRankedViews[] = {"selected", "trending", "download
 struct Snapshot {
   std::vector<LabRow> rows;
   std::vector<std::string> lower_ids;  // rows[i].model_id in lower case, for search
+  std::vector<std::string> keys;       // rows[i].key()
   // Rankings per (task, view): from the catalog folder (<task>-<view>.json), else from the
   // catalog.json of a sweep folder below the data folder.
   std::map<std::pair<std::string, std::string>, Catalog> rankings;
@@ -31,7 +32,16 @@ struct Snapshot {
   std::vector<std::string> errors;  // files that could not be read, with the reason
   std::string loaded_at;            // UTC, when this snapshot was read
   uint64_t generation = 0;          // counts reloads
+
+  // Answers computed from this snapshot (api.cpp), kept until the snapshot is replaced: a
+  // snapshot never changes, so a selection or summary asked for again is not recomputed.
+  mutable std::mutex cache_mutex;
+  mutable std::map<std::string, std::shared_ptr<const std::vector<const LabRow*>>> selections;
+  mutable std::map<std::string, std::shared_ptr<const Json>> answers;
 };
+
+// Fills lower_ids and keys from rows.
+void index_rows(Snapshot& snap);
 
 // The transformers version as the API names it: "none" for rows without a reference.
 std::string transformers_label(const LabRow& row);

@@ -84,8 +84,7 @@ LabRow row(const std::string& id, const std::string& status, const std::string& 
   return r;
 }
 
-Snapshot snapshot() {
-  Snapshot s;
+void fill(Snapshot& s) {
   s.rows = {row("org/llama-a", "pass", "0.1.0"), row("org/qwen-b", "pass", "0.1.0"),
             row("org/llama-c", "fail", "0.1.0"), row("org/llama-a", "fail", "0.2.0"),
             row("org/qwen-b", "pass", "0.2.0"),  row("org/llama-c", "pass", "0.2.0")};
@@ -99,11 +98,12 @@ Snapshot snapshot() {
     c.models.push_back(e);
   }
   s.rankings[{"text-generation", "trending"}] = c;
-  return s;
+  index_rows(s);
 }
 
 TEST(ServeApi, RankedViewShowsModelsWithoutRowsAsUntested) {
-  const Snapshot s = snapshot();
+  Snapshot s;
+  fill(s);
   const Json j = api_rows(s, {{"view", "trending"}});
   EXPECT_EQ(j["lathe"], "0.2.0");  // the newest by default
   ASSERT_EQ(j["items"].size(), 3u);
@@ -116,7 +116,8 @@ TEST(ServeApi, RankedViewShowsModelsWithoutRowsAsUntested) {
 }
 
 TEST(ServeApi, WithoutRankingTheViewListsTheDataset) {
-  const Snapshot s = snapshot();
+  Snapshot s;
+  fill(s);
   const Json j = api_rows(s, {{"view", "downloads"}, {"lathe", "0.1.0"}});
   EXPECT_TRUE(j["ranking"].is_null());
   EXPECT_EQ(j["total"], 3);
@@ -127,7 +128,8 @@ TEST(ServeApi, WithoutRankingTheViewListsTheDataset) {
 }
 
 TEST(ServeApi, PagesAndLimits) {
-  const Snapshot s = snapshot();
+  Snapshot s;
+  fill(s);
   const Json j = api_rows(s, {{"view", "all"}, {"limit", "2"}, {"offset", "2"}});
   EXPECT_EQ(j["total"], 3);
   EXPECT_EQ(j["items"].size(), 1u);
@@ -145,7 +147,8 @@ TEST(ServeApi, PagesAndLimits) {
 }
 
 TEST(ServeApi, RowDiffAndSummary) {
-  const Snapshot s = snapshot();
+  Snapshot s;
+  fill(s);
   const Json r = api_row(s, {{"model", "org/llama-a"}, {"lathe", "0.1.0"}});
   EXPECT_EQ(r["row"]["status"], "pass");
   EXPECT_EQ(r["history"].size(), 2u);
