@@ -323,7 +323,11 @@ int lab_serve(int argc, char** argv) {
   o.data = args.get_or("data", "lab-results");
   o.catalog = args.get_or("catalog", "data/catalog");
   o.web = args.get_or("web", source_path("web").string());
-  o.on_listening = [](const std::string& url) { std::cout << "serving " << url << std::endl; };
+  o.on_listening = [&o](const std::string& url) {
+    std::cout << "serving " << url << std::endl;
+    if (!fs::exists(o.data))
+      std::cerr << o.data.string() << " does not exist yet; its files are served once it does\n";
+  };
   return serve(o);
 }
 

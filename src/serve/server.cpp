@@ -111,7 +111,6 @@ std::optional<fs::path> resolve_static(const fs::path& root, const std::string& 
 }
 
 int serve(const ServeOptions& opts) {
-  if (!fs::exists(opts.data)) fail(opts.data.string(), ": no such file or folder (--data)");
   if (!fs::is_regular_file(opts.web / "index.html"))
     fail((opts.web / "index.html").string(), ": the explorer's page is missing (--web)");
   DataStore store(opts.data, opts.catalog);

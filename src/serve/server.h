@@ -22,7 +22,8 @@ struct ServeOptions {
 inline constexpr size_t kMaxTargetChars = 2048;
 
 // Serves until SIGINT or SIGTERM. Returns the exit code; throws lathe::Error when the
-// address cannot be bound or a folder is missing.
+// address cannot be bound or the page is missing. A missing data folder serves no rows until
+// it appears.
 int serve(const ServeOptions& opts);
 
 // The file under `root` that a request for `raw_target` (as sent: percent-encoded, maybe with
