@@ -152,6 +152,9 @@ function renderControls() {
   $('views').disabled = state.tab !== 'models';
   $('status-filter').disabled = state.tab !== 'models';
   $('search').disabled = state.tab === 'diff';
+  // The diff has its own two version pairs.
+  $('lathe').disabled = state.tab === 'diff';
+  $('transformers').disabled = state.tab === 'diff';
 }
 
 // ---- the table --------------------------------------------------------------------------
