@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 
 DEB_PACKAGES=(cmake g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libonig-dev libutf8proc-dev libicu-dev libssl-dev libcurl4-openssl-dev
+  libcpp-httplib-dev
   python3 python3-venv)
 
 missing=()

@@ -7,9 +7,10 @@ tools/setup.sh --python || { echo "test: setup failed" >&2; exit 1; }
 # tests/lab/slurm_test.sh starts a private single-node Slurm (own munged, own ports), so it needs
 # the daemons installed; it skips without them. Their packaged services are left alone: they use
 # the default socket and ports, which the test does not.
-SLURM_PACKAGES=(slurm-wlm munge)
+# The explorer's browser test (tests/serve/browser_test.py) drives Debian's Chromium headless.
+TEST_PACKAGES=(slurm-wlm munge chromium chromium-driver)
 missing=()
-for p in "${SLURM_PACKAGES[@]}"; do
+for p in "${TEST_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 if ((${#missing[@]})); then
@@ -20,10 +21,10 @@ if ((${#missing[@]})); then
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       "${missing[@]}" >/dev/null; } ||
     if [ "${CI:-}" = "true" ]; then
-      echo "test: could not install ${missing[*]}, which the Slurm test needs in CI" >&2
+      echo "test: could not install ${missing[*]}, which the Slurm and browser tests need in CI" >&2
       exit 1
     else
-      echo "test: could not install ${missing[*]}; the Slurm test will be skipped" >&2
+      echo "test: could not install ${missing[*]}; the Slurm and browser tests will be skipped" >&2
     fi
 fi
 BUILD="${LATHE_BUILD:-build}"

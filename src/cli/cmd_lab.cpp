@@ -13,6 +13,7 @@
 #include "lab/report.h"
 #include "lab/runner.h"
 #include "lab/subprocess.h"
+#include "serve/server.h"
 
 namespace lathe {
 namespace fs = std::filesystem;
@@ -29,6 +30,7 @@ subcommands:
   diff A B             what passed in A and fails in B, and the reverse
   merge OUT IN ...     merge sweeps (e.g. the shards of a job array) into one dataset
   catalog refresh      read the Hub's model listing into catalog files
+  serve                the explorer: a web page and JSON API over the dataset (localhost)
 )";
 
 fs::path source_path(const std::string& relative) {
@@ -320,6 +322,36 @@ int lab_catalog(int argc, char** argv) {
   return 0;
 }
 
+int lab_serve(int argc, char** argv) {
+  Args args(
+      "lab serve",
+      "Serves the explorer (docs/explorer.md): a read-only web page and JSON API over every "
+      "Parquet file below --data, rescanned when the files change.",
+      {},
+      {{"port", "N", "TCP port (default 8080; 0 picks a free one)"},
+       {"host", "ADDR", "address to listen on (default 127.0.0.1: this machine only)"},
+       {"data", "DIR", "a sweep folder, dataset folder or .parquet file (default lab-results)"},
+       {"catalog", "DIR", "ranking files <task>-<view>.json (default data/catalog)"},
+       {"web", "DIR", "the page's files (default web/ of the source tree)"}});
+  args.parse(argc, argv, 3);
+  if (args.help()) {
+    std::cout << args.usage();
+    return 0;
+  }
+  ServeOptions o;
+  o.port = static_cast<int>(args.get_int("port", 8080, 0, 65535));
+  o.host = args.get_or("host", "127.0.0.1");
+  o.data = args.get_or("data", "lab-results");
+  o.catalog = args.get_or("catalog", "data/catalog");
+  o.web = args.get_or("web", source_path("web").string());
+  o.on_listening = [&o](const std::string& url) {
+    std::cout << "serving " << url << std::endl;
+    if (!fs::exists(o.data))
+      std::cerr << o.data.string() << " does not exist yet; its files are served once it does\n";
+  };
+  return serve(o);
+}
+
 }  // namespace
 
 int cmd_lab(int argc, char** argv) {
@@ -330,6 +362,7 @@ int cmd_lab(int argc, char** argv) {
   if (sub == "diff") return lab_diff(argc, argv);
   if (sub == "merge") return lab_merge(argc, argv);
   if (sub == "catalog") return lab_catalog(argc, argv);
+  if (sub == "serve") return lab_serve(argc, argv);
   if (sub == "--help" || sub == "-h" || sub == "help") {
     std::cout << kLabUsage;
     return 0;

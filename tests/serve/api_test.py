@@ -1,0 +1,177 @@
+"""The explorer's JSON API and static file server, through the real `lathe lab serve` on an
+ephemeral port: endpoints, paging limits, ranked models without rows, version diff, live
+rescans, and the security rules (GET/HEAD only, no way out of web/, size limits, Host check,
+content types). Usage: api_test.py --lathe BIN --make-dataset BIN
+"""
+import http.client
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+import unittest
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import explorer_fixture as fx  # noqa: E402
+
+ARGS = None
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def raw_request(port, text):
+    """Sends `text` as is (no client-side normalisation) and returns the status line's code."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(text.encode("latin-1"))
+        data = b""
+        while b"\r\n" not in data:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    return int(data.split(b" ", 2)[1]) if data else None
+
+
+class ExplorerApi(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.scratch = fx.Scratch()
+        cls.root = cls.scratch.__enter__()
+        cls.data, cls.catalog, cls.fixture_id = fx.make_data(cls.root, ARGS.lathe, ARGS.make_dataset)
+        # A copy of web/ with a symbolic link pointing out of it.
+        cls.web = os.path.join(cls.root, "web")
+        shutil.copytree(os.path.join(ROOT, "web"), cls.web)
+        with open(os.path.join(cls.root, "secret.txt"), "w") as f:
+            f.write("secret")
+        os.symlink(os.path.join(cls.root, "secret.txt"), os.path.join(cls.web, "leak.txt"))
+        cls.server = fx.Server(ARGS.lathe, cls.data, cls.catalog, web=cls.web)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.scratch.__exit__(None, None, None)
+
+    def api(self, path, status=200):
+        code, headers, body = self.server.get(path)
+        self.assertEqual(code, status, body[:300])
+        self.assertTrue(headers["Content-Type"].startswith("application/json"), headers)
+        return json.loads(body)
+
+    def test_versions(self):
+        v = self.api("/api/versions")
+        self.assertEqual(v["lathe"][:2], ["0.1.0", "0.0.9"])  # newest first
+        self.assertIn("5.24.0", v["transformers"])
+        self.assertIn("none", v["transformers"])
+        self.assertGreater(v["rows"], 120)
+        self.assertEqual(v["errors"], [])
+        self.assertIn({"task": "text-generation", "view": "trending", "snapshot": "2026-11-30",
+                       "models": 4}, v["rankings"])
+
+    def test_rows_search_filter_and_pages(self):
+        all_rows = self.api("/api/rows?view=all&lathe=0.1.0&limit=500")
+        ids = [i["model_id"] for i in all_rows["items"]]
+        self.assertIn(self.fixture_id, ids)
+        self.assertIn(fx.EVIL_ID, ids)
+        found = self.api("/api/rows?view=all&q=MODEL-1&limit=500")
+        self.assertTrue(found["items"])
+        self.assertTrue(all("model-1" in i["model_id"] for i in found["items"]))
+        fails = self.api("/api/rows?view=all&status=fail&limit=500")
+        self.assertTrue(all(i["status"] == "fail" for i in fails["items"]))
+        self.assertEqual(fails["total"], fails["counts"]["fail"])
+        page = [self.api(f"/api/rows?view=all&sort=model&limit=7&offset={o}") for o in (0, 7)]
+        first, second = ([i["model_id"] for i in p["items"]] for p in page)
+        self.assertEqual(len(first), 7)
+        self.assertFalse(set(first) & set(second))
+        for bad in ("limit=501", "limit=0", "offset=-1", "view=x", "sort=x", "status=x"):
+            self.assertIn("error", self.api("/api/rows?" + bad, status=400))
+        self.api("/api/nope", status=404)
+
+    def test_ranking_shows_unrun_models_as_untested(self):
+        r = self.api("/api/rows?view=trending&lathe=0.1.0")
+        self.assertEqual(r["ranking"]["snapshot"], "2026-11-30")
+        by_id = {i["model_id"]: i for i in r["items"]}
+        self.assertEqual(by_id[fx.UNRUN_ID]["status"], "untested")
+        self.assertFalse(by_id[fx.UNRUN_ID]["tested"])
+        self.assertEqual(by_id[self.fixture_id]["status"], "pass")
+        self.assertEqual([i["rank"] for i in r["items"]], sorted(i["rank"] for i in r["items"]))
+        # Without a ranking file for the view, the view lists the dataset's rows.
+        d = self.api("/api/rows?view=downloads")
+        self.assertIsNone(d["ranking"])
+        self.assertGreater(d["total"], 4)
+
+    def test_row_detail(self):
+        q = urllib.parse.urlencode({"model": self.fixture_id})
+        r = self.api("/api/row?" + q)["row"]
+        self.assertEqual(r["status"], "pass")
+        self.assertIn("lathe generate", r["run_script"])
+        self.assertIn("lathe", r["stack"])
+        evil = self.api("/api/row?" + urllib.parse.urlencode({"model": fx.EVIL_ID}))["row"]
+        self.assertIn(fx.INJECTION, evil["error_message"])  # data, untouched, as JSON
+        self.assertEqual(evil["first_mismatch"], 2)
+        self.api("/api/row?model=nobody/none", status=404)
+        self.api("/api/row", status=400)
+
+    def test_summary_and_diff(self):
+        s = self.api("/api/summary?lathe=0.1.0")
+        self.assertIn("LlamaForCausalLM", [a["architecture"] for a in s["architectures"]])
+        d = self.api("/api/diff?a_lathe=0.0.9&b_lathe=0.1.0")
+        self.assertGreater(d["regressions_total"], 0)
+        self.assertGreater(d["fixes_total"], 0)
+        self.assertEqual(d["regressions"][0]["a"]["status"], "pass")
+        self.assertNotEqual(d["regressions"][0]["b"]["status"], "pass")
+        self.assertEqual(len(self.api("/api/diff?a_lathe=0.0.9&b_lathe=0.1.0&limit=1")["fixes"]), 1)
+
+    def test_page_and_headers(self):
+        code, headers, body = self.server.get("/")
+        self.assertEqual(code, 200)
+        self.assertTrue(headers["Content-Type"].startswith("text/html"))
+        self.assertIn("script-src 'self'", headers["Content-Security-Policy"])
+        self.assertEqual(headers["X-Content-Type-Options"], "nosniff")
+        code, headers, _ = self.server.get("/app.js")
+        self.assertTrue(headers["Content-Type"].startswith("text/javascript"))
+        c = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=10)
+        c.request("HEAD", "/")
+        r = c.getresponse()
+        self.assertEqual((r.status, r.read()), (200, b""))
+
+    def test_read_only(self):
+        for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
+            c = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=10)
+            c.request(method, "/api/rows", body=b"x" if method != "OPTIONS" else None)
+            r = c.getresponse()
+            self.assertEqual(r.status, 405, method)
+            self.assertEqual(r.getheader("Allow"), "GET, HEAD")
+
+    def test_no_way_out_of_the_web_folder(self):
+        port = self.server.port
+        for target in ("/../secret.txt", "/%2e%2e/secret.txt", "/%2E%2E%2Fsecret.txt",
+                       "/..%2fsecret.txt", "/..%5csecret.txt", "/%252e%252e/secret.txt",
+                       "/leak.txt", "/../../../../etc/passwd", "/.%2e/secret.txt"):
+            code = raw_request(port, f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                     "Connection: close\r\n\r\n")
+            self.assertIn(code, (400, 404), target)
+
+    def test_size_limits_and_host(self):
+        self.assertEqual(self.server.get("/api/rows?q=" + "a" * 3000)[0], 414)
+        code = raw_request(self.server.port, "GET /api/rows HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                             "Content-Length: 5\r\n\r\nhello")
+        self.assertEqual(code, 413)
+        self.assertEqual(self.server.get("/", headers={"Host": "attacker.example"})[0], 403)
+
+    def test_page_builds_dom_from_text_only(self):
+        with open(os.path.join(ROOT, "web", "app.js")) as f:
+            js = f.read()
+        for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+            self.assertNotIn(sink, js)
+
+    def test_zz_notices_new_files(self):  # runs last: it adds a version
+        fx.run([ARGS.make_dataset, os.path.join(self.data, "later"), "--rows", "5", "--lathe",
+                "0.2.0"])
+        fx.wait_for(lambda: "0.2.0" in self.api("/api/versions")["lathe"], 5, "the new file")
+        self.assertEqual(self.api("/api/rows?view=all")["lathe"], "0.2.0")
+
+
+if __name__ == "__main__":
+    ARGS = fx.parse_args()
+    unittest.main(argv=[sys.argv[0], "-v"])

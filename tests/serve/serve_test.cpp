@@ -1,0 +1,177 @@
+// The explorer's server pieces without a socket: the static file resolver's refusals, version
+// ordering, and the API over a small snapshot (rankings with untested models, search, paging,
+// limits, diff). tests/serve/api_test.py drives the real binary over HTTP.
+#include <gtest/gtest.h>
+
+#include "serve/api.h"
+#include "serve/server.h"
+#include "serve/store.h"
+#include "support/run.h"
+
+namespace lathe {
+namespace {
+
+namespace fs = std::filesystem;
+using lathe::testing::ScratchDir;
+using lathe::testing::write_file;
+
+TEST(ServeStatic, ResolvesFilesInsideTheFolderOnly) {
+  ScratchDir dir("static");
+  fs::create_directories(dir / "web" / "img");
+  write_file(dir / "web" / "index.html", "<!doctype html>");
+  write_file(dir / "web" / "app.js", "");
+  write_file(dir / "web" / "img" / "logo.svg", "<svg/>");
+  write_file(dir / "web" / ".secret.txt", "no");
+  write_file(dir / "web" / "notes.md", "no");
+  write_file(dir / "outside.txt", "secret");
+  fs::create_symlink(dir / "outside.txt", dir / "web" / "leak.txt");
+  fs::create_symlink(dir / "web" / "app.js", dir / "web" / "alias.js");
+  const fs::path web = dir / "web";
+  const fs::path root = fs::canonical(web);
+  EXPECT_EQ(resolve_static(web, "/"), root / "index.html");
+  EXPECT_EQ(resolve_static(web, "/?view=trending"), root / "index.html");
+  EXPECT_EQ(resolve_static(web, "/app.js"), root / "app.js");
+  EXPECT_EQ(resolve_static(web, "/img/logo.svg"), root / "img" / "logo.svg");
+  EXPECT_EQ(resolve_static(web, "/alias.js"), root / "app.js");  // a link that stays inside
+  for (const char* bad : {"/../outside.txt",
+                          "/img/../../outside.txt",
+                          "/%2e%2e/outside.txt",
+                          "/%2E%2E/outside.txt",
+                          "/..%2foutside.txt",
+                          "/..%5coutside.txt",
+                          "/%252e%252e/outside.txt",
+                          "/..\\outside.txt",
+                          "/leak.txt",
+                          "/.secret.txt",
+                          "/notes.md",
+                          "/img",
+                          "/img/",
+                          "//etc/passwd",
+                          "/app.js%00",
+                          "/missing.js",
+                          "",
+                          "app.js",
+                          "/%zz",
+                          "/./app.js"})
+    EXPECT_FALSE(resolve_static(web, bad)) << bad;
+}
+
+TEST(ServeStatic, ContentTypes) {
+  EXPECT_EQ(content_type_of("a/index.html"), "text/html; charset=utf-8");
+  EXPECT_EQ(content_type_of("app.js"), "text/javascript; charset=utf-8");
+  EXPECT_EQ(content_type_of("x.exe"), "");
+}
+
+TEST(ServeVersions, OrderNumerically) {
+  EXPECT_TRUE(version_less("0.9.1", "0.10.0"));
+  EXPECT_TRUE(version_less("0.1.0", "0.1.1"));
+  EXPECT_FALSE(version_less("1.0.0", "1.0.0"));
+  EXPECT_TRUE(version_less("5.2", "5.10"));
+}
+
+LabRow row(const std::string& id, const std::string& status, const std::string& lathe,
+           const std::string& tf = "5.24.0") {
+  LabRow r;
+  r.model_id = id;
+  r.revision = "main";
+  r.task = "text-generation";
+  r.architecture = id.find("qwen") != std::string::npos ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+  r.status = status;
+  r.stage = "done";
+  r.lathe_version = lathe;
+  r.transformers_version = tf;
+  r.finished_at = "2026-11-30T00:00:00.000000Z";
+  return r;
+}
+
+void fill(Snapshot& s) {
+  s.rows = {row("org/llama-a", "pass", "0.1.0"), row("org/qwen-b", "pass", "0.1.0"),
+            row("org/llama-c", "fail", "0.1.0"), row("org/llama-a", "fail", "0.2.0"),
+            row("org/qwen-b", "pass", "0.2.0"),  row("org/llama-c", "pass", "0.2.0")};
+  Catalog c;
+  c.view = "trending";
+  c.snapshot = "2026-11-30";
+  for (const char* id : {"org/qwen-b", "org/never-run", "org/llama-a"}) {
+    CatalogEntry e;
+    e.id = id;
+    e.rank = static_cast<int64_t>(c.models.size()) + 1;
+    c.models.push_back(e);
+  }
+  s.rankings[{"text-generation", "trending"}] = c;
+  index_rows(s);
+}
+
+TEST(ServeApi, RankedViewShowsModelsWithoutRowsAsUntested) {
+  Snapshot s;
+  fill(s);
+  const Json j = api_rows(s, {{"view", "trending"}});
+  EXPECT_EQ(j["lathe"], "0.2.0");  // the newest by default
+  ASSERT_EQ(j["items"].size(), 3u);
+  EXPECT_EQ(j["items"][0]["model_id"], "org/qwen-b");
+  EXPECT_EQ(j["items"][1]["model_id"], "org/never-run");
+  EXPECT_EQ(j["items"][1]["status"], "untested");
+  EXPECT_EQ(j["items"][1]["tested"], false);
+  EXPECT_EQ(j["items"][2]["status"], "fail");
+  EXPECT_EQ(j["counts"]["untested"], 1);
+}
+
+TEST(ServeApi, WithoutRankingTheViewListsTheDataset) {
+  Snapshot s;
+  fill(s);
+  const Json j = api_rows(s, {{"view", "downloads"}, {"lathe", "0.1.0"}});
+  EXPECT_TRUE(j["ranking"].is_null());
+  EXPECT_EQ(j["total"], 3);
+  const Json q = api_rows(s, {{"view", "all"}, {"q", "LLAMA"}});
+  EXPECT_EQ(q["total"], 2);
+  const Json st = api_rows(s, {{"view", "all"}, {"status", "pass"}});
+  EXPECT_EQ(st["total"], 2);
+}
+
+TEST(ServeApi, PagesAndLimits) {
+  Snapshot s;
+  fill(s);
+  const Json j = api_rows(s, {{"view", "all"}, {"limit", "2"}, {"offset", "2"}});
+  EXPECT_EQ(j["total"], 3);
+  EXPECT_EQ(j["items"].size(), 1u);
+  for (const char* bad : {"0", "501", "-1", "ten", "99999999999999"}) {
+    try {
+      api_rows(s, {{"limit", bad}});
+      ADD_FAILURE() << bad;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400);
+    }
+  }
+  EXPECT_THROW(api_rows(s, {{"view", "nope"}}), ApiError);
+  EXPECT_THROW(api_rows(s, {{"sort", "nope"}}), ApiError);
+  EXPECT_THROW(api_answer(s, "nope", {}), ApiError);
+}
+
+TEST(ServeApi, RowDiffAndSummary) {
+  Snapshot s;
+  fill(s);
+  const Json r = api_row(s, {{"model", "org/llama-a"}, {"lathe", "0.1.0"}});
+  EXPECT_EQ(r["row"]["status"], "pass");
+  EXPECT_EQ(r["history"].size(), 2u);
+  EXPECT_THROW(api_row(s, {{"model", "org/none"}}), ApiError);
+  const Json d = api_diff(s, {});  // a: the version before the newest, b: the newest
+  EXPECT_EQ(d["a"]["lathe"], "0.1.0");
+  EXPECT_EQ(d["regressions_total"], 1);
+  EXPECT_EQ(d["fixes_total"], 1);
+  EXPECT_EQ(d["regressions"][0]["b"]["model_id"], "org/llama-a");
+  const Json sum = api_summary(s, {{"lathe", "0.1.0"}});
+  EXPECT_EQ(sum["rows"], 3);
+  EXPECT_EQ(sum["coverage"]["passing"], 2);
+}
+
+TEST(ServeStore, NoticesNewFiles) {
+  ScratchDir dir("store");
+  DataStore store(dir.path(), dir / "catalog");
+  EXPECT_EQ(store.get()->rows.size(), 0u);
+  EXPECT_FALSE(store.refresh());
+  write_file(dir / "broken.parquet", "not parquet");
+  EXPECT_TRUE(store.refresh());
+  EXPECT_EQ(store.get()->errors.size(), 1u);
+}
+
+}  // namespace
+}  // namespace lathe

@@ -1,0 +1,435 @@
+// lathe explorer: the page over the JSON API of `lathe lab serve` (docs/explorer.md).
+// Every string from the data goes into the page as text (textContent, text nodes, form
+// values), never as HTML. The page's state lives in the URL's hash, so a link can be shared.
+'use strict';
+
+const STATUSES = ['pass', 'fail', 'error', 'timeout', 'oom', 'unsupported', 'untested'];
+const VIEWS = ['selected', 'trending', 'downloads', 'all'];
+const PAGE = 50;
+const DEFAULTS = {
+  tab: 'models', task: 'text-generation', view: 'selected', q: '', lathe: '', tf: 'any',
+  status: '', sort: '', order: 'asc', page: '0', model: '', dtype: '', rev: '',
+  a: '', atf: 'any', b: '', btf: 'any',
+};
+
+const $ = (id) => document.getElementById(id);
+
+// Builds an element; children are nodes or strings (strings become text nodes).
+function el(tag, props, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else if (k === 'dataset') Object.assign(e.dataset, v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    e.append(typeof c === 'string' || typeof c === 'number' ? document.createTextNode(String(c)) : c);
+  }
+  return e;
+}
+
+function clear(node) { node.replaceChildren(); return node; }
+
+function badge(status) {
+  const known = STATUSES.includes(status) ? status : 'unknown';
+  return el('span', { class: 'badge badge-' + known, text: status });
+}
+
+function announce(text) { $('announce').textContent = text; }
+
+// ---- state in the URL -------------------------------------------------------------------
+
+function readState() {
+  const p = new URLSearchParams(location.hash.slice(1));
+  const s = { ...DEFAULTS };
+  for (const k of Object.keys(DEFAULTS)) if (p.has(k)) s[k] = p.get(k);
+  if (!VIEWS.includes(s.view)) s.view = DEFAULTS.view;
+  if (!['models', 'coverage', 'diff'].includes(s.tab)) s.tab = 'models';
+  return s;
+}
+
+let state = readState();
+
+function writeState(patch, replace) {
+  state = { ...state, ...patch };
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(state)) if (v !== DEFAULTS[k] && v !== '') p.set(k, v);
+  const hash = '#' + p.toString();
+  if (hash === location.hash) return render();
+  if (replace) {
+    history.replaceState(null, '', hash);
+    render();
+  } else {
+    location.hash = hash;  // render() runs on hashchange
+  }
+}
+
+// ---- API --------------------------------------------------------------------------------
+
+// Each render has a generation; an answer that arrives after a newer render began is dropped.
+let renderGen = 0;
+const stale = (gen) => gen !== renderGen;
+
+async function api(name, params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params || {})) if (v !== '' && v !== undefined) q.set(k, v);
+  const res = await fetch('api/' + name + '?' + q.toString());
+  const body = await res.json();
+  if (!res.ok) throw new Error(body.error || res.statusText);
+  return body;
+}
+
+// ---- formatting -------------------------------------------------------------------------
+
+function seconds(x) { return x === undefined || x === null ? '' : x < 10 ? x.toFixed(2) + ' s' : x.toFixed(1) + ' s'; }
+function mib(bytes) { return bytes ? (bytes / 1048576).toFixed(1) + ' MiB' : ''; }
+function rate(x) { return x ? x.toFixed(1) : ''; }
+
+function fillSelect(select, options, value) {
+  clear(select);
+  for (const o of options) {
+    const [v, label] = Array.isArray(o) ? o : [o, o];
+    select.append(el('option', { value: v, text: label }));
+  }
+  select.value = value;
+  if (select.value !== value && select.options.length) select.selectedIndex = 0;
+}
+
+// ---- copy -------------------------------------------------------------------------------
+
+async function copyText(text, feedback) {
+  let ok = false;
+  try {
+    await navigator.clipboard.writeText(text);
+    ok = true;
+  } catch (_) {
+    const t = el('textarea', { class: 'offscreen', 'aria-hidden': 'true' });
+    t.value = text;
+    document.body.append(t);
+    t.select();
+    try { ok = document.execCommand('copy'); } catch (_) { ok = false; }
+    t.remove();
+  }
+  feedback.textContent = ok ? 'Copied' : 'Copy failed: select the text and copy it';
+  announce(feedback.textContent);
+}
+
+function copyBlock(title, text) {
+  const feedback = el('span', { class: 'copy-feedback', role: 'status' });
+  const button = el('button', { type: 'button', class: 'copy', 'aria-label': 'Copy ' + title,
+    onclick: () => copyText(text, feedback) }, 'Copy');
+  return el('div', { class: 'block' },
+    el('div', { class: 'block-head' }, el('h3', { text: title }), button, feedback),
+    el('pre', { class: 'code', text: text }));
+}
+
+// ---- controls ---------------------------------------------------------------------------
+
+let versions = null;
+
+async function loadVersions() {
+  versions = await api('versions');
+  const line = `${versions.rows} rows from ${versions.files} files` +
+    (versions.errors.length ? `; ${versions.errors.length} files could not be read` : '');
+  $('dataset-line').textContent = line;
+  $('dataset-line').title = versions.errors.join('\n');
+}
+
+function renderControls() {
+  fillSelect($('task'), versions.tasks, state.task);
+  const lathe = state.lathe || versions.lathe[0] || '';
+  fillSelect($('lathe'), versions.lathe.length ? versions.lathe : [['', '(no rows)']], lathe);
+  fillSelect($('transformers'), [['any', 'any (latest row)'], ...versions.transformers], state.tf);
+  fillSelect($('status-filter'), [['', 'any status'], ...STATUSES], state.status);
+  if ($('search') !== document.activeElement) $('search').value = state.q;
+  for (const b of document.querySelectorAll('#views button'))
+    b.setAttribute('aria-pressed', String(b.dataset.view === state.view));
+  for (const b of document.querySelectorAll('nav .tab'))
+    b.setAttribute('aria-pressed', String(b.dataset.tab === state.tab));
+  $('views').disabled = state.tab !== 'models';
+  $('status-filter').disabled = state.tab !== 'models';
+  $('search').disabled = state.tab === 'diff';
+  // The diff has its own two version pairs.
+  $('lathe').disabled = state.tab === 'diff';
+  $('transformers').disabled = state.tab === 'diff';
+}
+
+// ---- the table --------------------------------------------------------------------------
+
+const COLUMNS = [
+  ['rank', 'Rank', 'rank'], ['model', 'Model', 'model'], ['arch', 'Architecture', 'architecture'],
+  ['dtype', 'dtype', null], ['status', 'Status', 'status'], ['cores', 'Cores', 'cores'],
+  ['time', 'Total time (incl. compile)', 'time'], ['memory', 'Peak memory', 'memory'],
+  ['speed', 'Tokens/s', 'speed'],
+];
+
+function renderHead(ranked) {
+  const tr = clear($('rows-head'));
+  const sort = state.sort || (ranked ? 'rank' : 'model');
+  for (const [key, label, sortKey] of COLUMNS) {
+    if (key === 'rank' && !ranked) continue;
+    const th = el('th', { scope: 'col' });
+    if (sortKey) {
+      const active = sort === sortKey;
+      th.setAttribute('aria-sort', active ? (state.order === 'desc' ? 'descending' : 'ascending') : 'none');
+      th.append(el('button', { type: 'button', class: 'sort', onclick: () => writeState({
+        sort: sortKey, order: active && state.order === 'asc' ? 'desc' : 'asc', page: '0' }) },
+      label, active ? (state.order === 'desc' ? ' ▼' : ' ▲') : ''));
+    } else {
+      th.textContent = label;
+    }
+    tr.append(th);
+  }
+}
+
+let lastItems = [];
+
+async function renderRows(gen) {
+  const page = Math.max(0, parseInt(state.page, 10) || 0);
+  let data;
+  try {
+    data = await api('rows', { task: state.task, view: state.view, q: state.q,
+      lathe: state.lathe, transformers: state.tf, status: state.status, sort: state.sort,
+      order: state.order, offset: page * PAGE, limit: PAGE });
+  } catch (e) {
+    if (!stale(gen)) $('rows-line').textContent = 'Could not load rows: ' + e.message;
+    return;
+  }
+  if (stale(gen)) return;
+  const ranked = data.ranking !== null;
+  renderHead(ranked);
+  const body = clear($('rows-body'));
+  lastItems = data.items;
+  for (const item of data.items) {
+    const open = el('button', { type: 'button', class: 'model-link',
+      onclick: () => writeState({ model: item.model_id, dtype: item.dtype || '', rev: item.revision || '' }) },
+    item.model_id);
+    const tr = el('tr', { class: item.model_id === state.model ? 'selected' : '' });
+    if (ranked) tr.append(el('td', { class: 'num', text: String(item.rank ?? '') }));
+    tr.append(el('td', {}, open), el('td', { text: item.architecture || '' }),
+      el('td', { text: item.dtype || '' }), el('td', {}, badge(item.status)),
+      el('td', { class: 'num', text: item.tested ? String(item.cores) : '' }),
+      el('td', { class: 'num', text: item.tested ? seconds(item.total_seconds) : '' }),
+      el('td', { class: 'num', text: item.tested ? mib(item.peak_memory_bytes) : '' }),
+      el('td', { class: 'num', text: item.tested ? rate(item.tokens_per_second) : '' }));
+    body.append(tr);
+  }
+  if (!data.items.length)
+    body.append(el('tr', {}, el('td', { colspan: '9', class: 'muted', text: 'No models match.' })));
+  const counts = STATUSES.filter((s) => data.counts[s]).map((s) => `${data.counts[s]} ${s}`).join(', ');
+  const source = ranked ? `ranking of ${data.ranking.snapshot || 'unknown date'}` : 'all rows of the dataset';
+  $('rows-line').textContent = `${data.total} models (${source}; lathe ${data.lathe || '-'}, ` +
+    `transformers ${data.transformers})` + (counts ? ': ' + counts : '');
+  const pages = Math.max(1, Math.ceil(data.total / PAGE));
+  $('page-line').textContent = `page ${page + 1} of ${pages}`;
+  $('prev').disabled = page === 0;
+  $('next').disabled = page + 1 >= pages;
+}
+
+// ---- a row's detail ---------------------------------------------------------------------
+
+function kv(pairs) {
+  const dl = el('dl', { class: 'kv' });
+  for (const [k, v] of pairs) if (v !== '' && v !== null && v !== undefined) dl.append(el('dt', { text: k }), el('dd', {}, v));
+  return dl;
+}
+
+function tokenLine(label, tokens, mismatch) {
+  const line = el('div', { class: 'tokens' }, el('span', { class: 'tokens-label', text: label }));
+  tokens.forEach((t, i) => {
+    const cls = i === mismatch ? 'tok mismatch' : 'tok';
+    const span = el('span', { class: cls, text: String(t) });
+    if (i === mismatch) span.title = 'first mismatch, position ' + i;
+    line.append(span);
+  });
+  return line;
+}
+
+let shownModel = '';
+
+async function renderDetail(gen) {
+  const panel = $('detail');
+  if (!state.model || state.tab !== 'models') { panel.hidden = true; shownModel = ''; return; }
+  panel.hidden = false;
+  const heading = $('detail-heading');
+  const model = state.model;
+  const listed = lastItems.find((i) => i.model_id === state.model && !i.tested);
+  let data;
+  try {
+    data = await api('row', { model: state.model, task: state.task, dtype: state.dtype,
+      revision: state.rev, lathe: state.lathe, transformers: state.tf });
+  } catch (e) {
+    if (stale(gen)) return;
+    heading.textContent = model;
+    clear($('detail-body')).append(el('p', {}, badge('untested'), ' ',
+      listed ? 'Ranked, not tested yet in this selection.' : 'No row in this selection: ' + e.message));
+    return;
+  }
+  if (stale(gen)) return;
+  heading.textContent = model;
+  if (shownModel !== model) heading.focus();  // keyboard users land on what they opened
+  shownModel = model;
+  const body = clear($('detail-body'));
+  const r = data.row;
+  body.append(kv([
+    ['Status', el('span', {}, badge(r.status), ' stage ' + r.stage)],
+    ['Architecture', r.architecture], ['Revision', r.revision], ['dtype', r.dtype],
+    ['Error', r.error_type], ['Judge', r.judge_verdict],
+    ['Cores', String(r.cores)], ['Total time', seconds(r.total_seconds) + ' (compile ' + seconds(r.compile_seconds) + ')'],
+    ['Peak memory', mib(r.peak_memory_bytes)], ['Tokens/s', rate(r.tokens_per_second)],
+    ['First diverging layer', r.first_diverging_layer ?? 'none'],
+    ['Logits NMSE', r.logits_nmse === null ? '' : String(r.logits_nmse)],
+    ['Top-1 agreement', r.top1_agreement === null ? '' : String(r.top1_agreement)],
+    ['Finished', r.finished_at], ['Host', r.host],
+  ]));
+  const stack = el('table', { class: 'stack' }, el('caption', { text: 'Stack' }));
+  const versionsOf = [['lathe', r.lathe_version + ' (' + r.lathe_commit + ')'],
+    ['transformers', r.transformers_version || 'none'], ['torch', r.torch_version || 'none'],
+    ...Object.entries(r.stack || {})];
+  for (const [k, v] of versionsOf) stack.append(el('tr', {}, el('th', { scope: 'row', text: k }), el('td', { text: v })));
+  body.append(stack);
+  body.append(el('p', {}, 'Extra packages: ', (r.extra_packages || []).length ? r.extra_packages.join(', ') : 'none'));
+  body.append(copyBlock('Run script', r.run_script || ''));
+  if (r.compile_cache_fetch) body.append(copyBlock('Compile-cache fetch', r.compile_cache_fetch));
+  if (r.reference_script) body.append(copyBlock('Reference script', r.reference_script));
+  if (r.error_message) body.append(el('div', { class: 'block' }, el('h3', { text: 'Error message' }), el('pre', { class: 'code error', text: r.error_message })));
+  if (r.log_tail) body.append(el('div', { class: 'block' }, el('h3', { text: 'Log tail' }), el('pre', { class: 'code log', text: r.log_tail })));
+  const mismatch = r.first_mismatch ?? -1;
+  body.append(el('div', { class: 'block' },
+    el('h3', { text: 'Tokens' + (mismatch >= 0 ? ` (first mismatch at position ${mismatch})` : '') }),
+    tokenLine('prompt', r.prompt_ids || [], -1), tokenLine('reference', r.reference_tokens || [], mismatch),
+    tokenLine('lathe', r.generated_tokens || [], mismatch)));
+  if (data.history.length > 1) {
+    const t = el('table', { class: 'history' }, el('caption', { text: 'Other runs of this model' }));
+    for (const h of data.history)
+      t.append(el('tr', {}, el('td', { text: 'lathe ' + h.lathe_version }),
+        el('td', { text: 'transformers ' + h.transformers_version }), el('td', { text: h.dtype }),
+        el('td', {}, badge(h.status)), el('td', {}, el('button', { type: 'button',
+          onclick: () => writeState({ lathe: h.lathe_version, tf: h.transformers_version, dtype: h.dtype }) }, 'Show'))));
+    body.append(t);
+  }
+}
+
+// ---- coverage ---------------------------------------------------------------------------
+
+async function renderCoverage(gen) {
+  let s;
+  try { s = await api('summary', { task: state.task, lathe: state.lathe, transformers: state.tf }); } catch (e) { return; }
+  if (stale(gen)) return;
+  const q = state.q.toLowerCase();
+  const archs = s.architectures.filter((a) => a.architecture.toLowerCase().includes(q));
+  $('coverage-line').textContent = `${s.coverage.passing} of ${s.coverage.architectures} architectures ` +
+    `have a passing model (lathe ${s.lathe}, transformers ${s.transformers}, ${s.rows} models).`;
+  const legend = clear($('coverage-legend'));
+  for (const st of STATUSES) legend.append(badge(st));
+  const chart = clear($('coverage-chart'));
+  const max = Math.max(1, ...archs.map((a) => a.models));
+  for (const a of archs) {
+    const bar = el('div', { class: 'bar', role: 'img' });
+    const parts = [];
+    for (const st of STATUSES) {
+      const n = a.by_status[st] || 0;
+      if (!n) continue;
+      const seg = el('span', { class: 'seg badge-' + st, title: `${st}: ${n}` });
+      seg.style.width = (100 * n / max) + '%';
+      bar.append(seg);
+      parts.push(`${n} ${st}`);
+    }
+    bar.setAttribute('aria-label', parts.join(', '));
+    chart.append(el('div', { class: 'bar-row' },
+      el('span', { class: 'bar-label', text: a.architecture }), bar,
+      el('span', { class: 'bar-count', text: parts.join(', ') })));
+  }
+}
+
+// ---- diff -------------------------------------------------------------------------------
+
+function diffTable(title, list, total, paired) {
+  const wrap = el('div', { class: 'block' }, el('h3', { text: `${title} (${total})` }));
+  if (!list.length) { wrap.append(el('p', { class: 'muted', text: 'none' })); return wrap; }
+  const t = el('table', { class: 'diff' });
+  t.append(el('tr', {}, el('th', { text: 'Model' }), el('th', { text: 'Architecture' }),
+    el('th', { text: paired ? 'A → B' : 'Status' }), el('th', { text: 'Error' })));
+  for (const d of list) {
+    const a = paired ? d.a : d, b = paired ? d.b : d;
+    const open = el('button', { type: 'button', class: 'model-link', onclick: () => writeState({
+      tab: 'models', lathe: state.b, tf: state.btf, model: b.model_id, dtype: b.dtype, rev: b.revision }) }, b.model_id);
+    t.append(el('tr', {}, el('td', {}, open), el('td', { text: b.architecture }),
+      el('td', {}, paired ? el('span', {}, badge(a.status), ' → ', badge(b.status)) : badge(b.status)),
+      el('td', { text: b.error_message || '' })));
+  }
+  wrap.append(t);
+  return wrap;
+}
+
+async function renderDiff(gen) {
+  const lv = versions.lathe, tv = [['any', 'any'], ...versions.transformers];
+  const a = state.a || lv[1] || lv[0] || '', b = state.b || lv[0] || '';
+  fillSelect($('diff-a-lathe'), lv, a);
+  fillSelect($('diff-b-lathe'), lv, b);
+  fillSelect($('diff-a-tf'), tv, state.atf);
+  fillSelect($('diff-b-tf'), tv, state.btf);
+  let d;
+  try {
+    d = await api('diff', { task: state.task, a_lathe: a, a_transformers: state.atf,
+      b_lathe: b, b_transformers: state.btf, limit: 500 });
+  } catch (e) { if (!stale(gen)) $('diff-line').textContent = 'Could not load the diff: ' + e.message; return; }
+  if (stale(gen)) return;
+  $('diff-line').textContent = `A = lathe ${d.a.lathe} / transformers ${d.a.transformers}; ` +
+    `B = lathe ${d.b.lathe} / transformers ${d.b.transformers}: ${d.regressions_total} regressions, ` +
+    `${d.fixes_total} fixes, ${d.unchanged} unchanged.`;
+  clear($('diff-body')).append(
+    diffTable('Regressions (pass in A, not in B)', d.regressions, d.regressions_total, true),
+    diffTable('Fixes (pass in B, not in A)', d.fixes, d.fixes_total, true),
+    diffTable('Only in A', d.only_in_a, d.only_in_a_total, false),
+    diffTable('Only in B', d.only_in_b, d.only_in_b_total, false));
+}
+
+// ---- wiring -----------------------------------------------------------------------------
+
+async function render() {
+  const gen = ++renderGen;
+  state = readState();
+  try { await loadVersions(); } catch (e) { if (!stale(gen)) $('dataset-line').textContent = 'Cannot reach the server: ' + e.message; return; }
+  if (stale(gen)) return;
+  renderControls();
+  $('models-view').hidden = state.tab !== 'models';
+  $('coverage-view').hidden = state.tab !== 'coverage';
+  $('diff-view').hidden = state.tab !== 'diff';
+  if (state.tab === 'models') { await renderRows(gen); await renderDetail(gen); }
+  else $('detail').hidden = true;
+  if (state.tab === 'coverage') await renderCoverage(gen);
+  if (state.tab === 'diff') await renderDiff(gen);
+  if (!stale(gen)) document.body.dataset.ready = String(gen);
+}
+
+function init() {
+  for (const b of document.querySelectorAll('nav .tab')) b.addEventListener('click', () => writeState({ tab: b.dataset.tab }));
+  for (const b of document.querySelectorAll('#views button'))
+    b.addEventListener('click', () => writeState({ view: b.dataset.view, page: '0', sort: '', model: '' }));
+  $('task').addEventListener('change', (e) => writeState({ task: e.target.value, page: '0', model: '' }));
+  $('lathe').addEventListener('change', (e) => writeState({ lathe: e.target.value, page: '0' }));
+  $('transformers').addEventListener('change', (e) => writeState({ tf: e.target.value, page: '0' }));
+  $('status-filter').addEventListener('change', (e) => writeState({ status: e.target.value, page: '0' }));
+  $('search').addEventListener('input', (e) => writeState({ q: e.target.value, page: '0' }, true));
+  $('controls').addEventListener('submit', (e) => e.preventDefault());
+  $('prev').addEventListener('click', () => writeState({ page: String(Math.max(0, (parseInt(state.page, 10) || 0) - 1)) }));
+  $('next').addEventListener('click', () => writeState({ page: String((parseInt(state.page, 10) || 0) + 1) }));
+  $('close-detail').addEventListener('click', () => writeState({ model: '', dtype: '', rev: '' }));
+  $('diff-a-lathe').addEventListener('change', (e) => writeState({ a: e.target.value }));
+  $('diff-b-lathe').addEventListener('change', (e) => writeState({ b: e.target.value }));
+  $('diff-a-tf').addEventListener('change', (e) => writeState({ atf: e.target.value }));
+  $('diff-b-tf').addEventListener('change', (e) => writeState({ btf: e.target.value }));
+  document.addEventListener('keydown', (e) => {
+    const typing = ['INPUT', 'SELECT', 'TEXTAREA'].includes(document.activeElement.tagName);
+    if (e.key === '/' && !typing) { e.preventDefault(); $('search').focus(); }
+    if (e.key === 'Escape' && state.model) writeState({ model: '', dtype: '', rev: '' });
+  });
+  window.addEventListener('hashchange', render);
+  render();
+}
+
+document.addEventListener('DOMContentLoaded', init);
