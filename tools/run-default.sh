@@ -10,3 +10,5 @@ tools/setup.sh
 BUILD="${LATHE_BUILD:-build}"
 OUT="lab-results/$(date -u +%Y%m%dT%H%M%SZ)"
 "$BUILD/lathe" lab run --out "$OUT" "$@"
+echo
+echo "Explore the results: $BUILD/lathe lab serve --data lab-results   (then open http://127.0.0.1:8080/)"
