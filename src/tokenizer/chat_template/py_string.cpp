@@ -171,8 +171,16 @@ std::string capitalize(std::string_view s) {
   return encode(cps);
 }
 
-std::string replace(std::string_view s, std::string_view old, std::string_view repl,
-                    int64_t count) {
+std::string replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count,
+                    size_t max_bytes) {
+  // Result size first: 'x' * 10**5 with every '' replaced by itself is 10 GB.
+  const auto n = static_cast<size_t>(py::count(s, old));  // `count` is the parameter here
+  const size_t times = count < 0 ? n : std::min<size_t>(n, static_cast<size_t>(count));
+  const size_t removed = old.empty() ? 0 : times * old.size();
+  if (repl.size() != 0 && times > (max_bytes + removed) / repl.size())
+    runtime_fail("template output exceeded " + std::to_string(max_bytes) + " bytes");
+  if (s.size() - removed + times * repl.size() > max_bytes)
+    runtime_fail("template output exceeded " + std::to_string(max_bytes) + " bytes");
   std::string out;
   if (old.empty()) {
     // Python inserts the replacement between every character (and at both ends).
