@@ -173,6 +173,20 @@ TEST(JinjaLimits, IntegerEdgesAndRepetitionsAreBounded) {
   EXPECT_EQ(render("{{ [1, 2, 3]|batch(2, 0)|list }}"), "[[1, 2], [3, 0]]");
 }
 
+// Number text out of range used to escape as std::out_of_range from stod/stoll/stoul and end
+// the process (fuzz_chat_template: a float literal 9e2233...).
+TEST(JinjaLimits, OutOfRangeNumbersAreErrorsOrPythonValues) {
+  EXPECT_EQ(render("{{ 9e223372036854735800 }}|{{ -1e999 }}"), "inf|-inf");  // Python float()
+  EXPECT_NE(error_of("{{ [1].99999999999999999999 }}").find("integer literal out of range"),
+            std::string::npos);
+  EXPECT_EQ(render("{{ [[1]]|map(attribute='99999999999999999999')|list }}"), "[Undefined]")
+      << "an index past any list";
+  EXPECT_NE(error_of("{{ '{99999999999999999999}'.format(1) }}").find("missing argument"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ '{:*f}'.format(1.5) }}").find("unsupported format spec"),
+            std::string::npos);
+}
+
 TEST(JinjaLimits, RecursionDepth) {
   RenderOptions o;
   o.limits.max_call_depth = 50;

@@ -49,8 +49,10 @@ Value attr_path(const Value& item, const std::string& path) {
     const size_t dot = path.find('.', start);
     const std::string part =
         path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    // 18 digits always fit int64 (stoll throws beyond); a longer index is past any list.
     const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(),
                                                       [](char c) { return c >= '0' && c <= '9'; });
+    if (numeric && part.size() > 18) return Value::undefined("index " + part + " out of range");
     cur = get_item(cur, numeric ? Value::integer(std::stoll(part)) : Value::string(part));
     if (dot == std::string::npos) return cur;
     if (cur.is_undefined()) return cur;
