@@ -41,6 +41,12 @@ const lathe::Json& special_tokens() {
 
 }  // namespace
 
+// Loads the fixed data once, before the first input (so it does not count against -timeout).
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  conversation();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string source(reinterpret_cast<const char*>(data), size);
   const Conversation& c = conversation();

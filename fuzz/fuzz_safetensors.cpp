@@ -32,6 +32,12 @@ const fs::path& index_dir() {
 
 }  // namespace
 
+// Loads the fixed data once, before the first input (so it does not count against -timeout).
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  index_dir();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   try {
