@@ -29,6 +29,10 @@ const Conversation& conversation() {
     c.options.add_generation_prompt = true;
     c.options.extra = {{"enable_thinking", false}};
     c.options.now = 1700000000;  // strftime_now() is then deterministic
+    // The limits stay the mechanism under test, scaled down: a million iterations is legal
+    // but takes over -timeout=10 under ASan, which would read as a hang.
+    c.options.limits.max_loop_iterations = 100000;
+    c.options.limits.max_output_bytes = 1u << 20;
     return c;
   }();
   return c;
