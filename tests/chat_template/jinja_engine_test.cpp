@@ -187,6 +187,16 @@ TEST(JinjaLimits, OutOfRangeNumbersAreErrorsOrPythonValues) {
             std::string::npos);
 }
 
+// Slicing a string with invalid UTF-8 indexed past the end of its characters (out-of-bounds
+// read, then a garbage-sized allocation; found by fuzz_chat_template).
+TEST(JinjaLimits, SlicingInvalidUtf8StaysInBounds) {
+  const std::string bad = "{{ ('ab\xff\xfe\xc3' * 3)[::-4] }}|{{ ('\xe6\x97' * 2)[1:] }}";
+  std::string out;
+  EXPECT_NO_THROW(out = render(bad));
+  EXPECT_LE(out.size(), 16u);
+  EXPECT_EQ(render("{{ 'h\u00e9llo'[::-1] }}|{{ 'abcdef'[1:5:2] }}"), "oll\u00e9h|bd");
+}
+
 TEST(JinjaLimits, RecursionDepth) {
   RenderOptions o;
   o.limits.max_call_depth = 50;

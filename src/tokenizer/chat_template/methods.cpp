@@ -331,7 +331,16 @@ Value slice_value(const Value& obj, const std::optional<int64_t>& start,
   if (obj.is_undefined()) runtime_fail(obj.s.empty() ? "value is undefined" : obj.s);
   if (!obj.is_list() && !obj.is_string())
     runtime_fail(std::string("'") + type_name(obj) + "' object is not subscriptable");
-  const int64_t n = length_of(obj);
+  // A string is indexed by what utf8_chars splits it into, so every index below is in range
+  // (utf8_length counts invalid UTF-8 differently: chars[k] used to read past the end).
+  const bool ascii = obj.is_string() && std::all_of(obj.s.begin(), obj.s.end(), [](char c) {
+                       return static_cast<unsigned char>(c) < 0x80;
+                     });
+  const std::vector<std::string> chars =
+      obj.is_string() && !ascii ? utf8_chars(obj.s) : std::vector<std::string>{};
+  const int64_t n = obj.is_list() ? length_of(obj)
+                    : ascii       ? static_cast<int64_t>(obj.s.size())
+                                  : static_cast<int64_t>(chars.size());
   const int64_t st = step.value_or(1);
   if (st == 0) runtime_fail("slice step cannot be zero");
   // CPython's PySlice_AdjustIndices.
@@ -357,12 +366,10 @@ Value slice_value(const Value& obj, const std::optional<int64_t>& start,
     r.is_tuple = obj.is_tuple;
     return r;
   }
-  const bool ascii = obj.s.size() == static_cast<size_t>(n);
   std::string out;
   if (ascii) {
     for (int64_t k : idx) out += obj.s[static_cast<size_t>(k)];
   } else {
-    const auto chars = utf8_chars(obj.s);
     for (int64_t k : idx) out += chars[static_cast<size_t>(k)];
   }
   return Value::string(std::move(out));
