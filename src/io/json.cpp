@@ -47,6 +47,9 @@ Json parse_json(const std::string& text, const std::string& origin) {
     return Json::parse(text);
   } catch (const Json::parse_error& e) {
     fail(origin, ": malformed JSON at byte ", e.byte, ": ", e.what());
+  } catch (const Json::out_of_range& e) {
+    // A number beyond double's range ("1e999") is out_of_range, not a parse_error.
+    fail(origin, ": malformed JSON: ", e.what());
   }
 }
 

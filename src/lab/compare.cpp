@@ -59,8 +59,10 @@ LayerReport compare_layers(const std::vector<std::pair<std::string, Tensor>>& ac
                            double threshold) {
   LayerReport report;
   for (const auto& [name, ref] : reference) {
-    auto it =
-        std::find_if(actual.begin(), actual.end(), [&](const auto& p) { return p.first == name; });
+    // Compared through a plain reference: clang before 16 cannot capture a structured binding.
+    const std::string& wanted = name;
+    auto it = std::find_if(actual.begin(), actual.end(),
+                           [&](const auto& p) { return p.first == wanted; });
     if (it == actual.end()) continue;
     const Tensor& act = it->second;
     if (act.numel() != ref.numel())

@@ -145,6 +145,11 @@ int64_t parse_utc(const std::string& s) {
   long us = 0;
   if (std::sscanf(s.c_str(), "%d-%d-%dT%d:%d:%d.%6ldZ", &year, &month, &day, &h, &m, &sec, &us) < 6)
     return 0;
+  // Out of ISO 8601's range the seconds times 10^6 would overflow int64 (a row's text is
+  // input: journals and result files).
+  if (year < 1 || year > 9999 || month < 1 || month > 12 || day < 1 || day > 31 || h < 0 ||
+      h > 23 || m < 0 || m > 59 || sec < 0 || sec > 60 || us < 0)
+    return 0;
   tm.tm_year = year - 1900;
   tm.tm_mon = month - 1;
   tm.tm_mday = day;
@@ -154,13 +159,16 @@ int64_t parse_utc(const std::string& s) {
   return static_cast<int64_t>(timegm(&tm)) * 1000000 + us;
 }
 std::string format_utc(int64_t micros) {
-  const std::time_t t = static_cast<std::time_t>(micros / 1000000);
+  // Floor division: before 1970 the fraction still counts forward from the second.
+  int64_t secs = micros / 1000000, frac = micros % 1000000;
+  if (frac < 0) secs -= 1, frac += 1000000;
+  const std::time_t t = static_cast<std::time_t>(secs);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[40];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
   char out[64];
-  std::snprintf(out, sizeof out, "%s.%06lldZ", buf, static_cast<long long>(micros % 1000000));
+  std::snprintf(out, sizeof out, "%s.%06lldZ", buf, static_cast<long long>(frac));
   return out;
 }
 
@@ -175,11 +183,13 @@ std::shared_ptr<arrow::Array> build_column(const Column& c, const std::vector<La
           using T = std::remove_cvref_t<decltype(row.*member)>;
           const T& v = row.*member;
           if constexpr (std::is_same_v<T, std::string>) {
-            auto* tb = static_cast<arrow::TimestampBuilder*>(b);
-            if (c.timestamp)
+            // Cast only when it is one: casting a StringBuilder is undefined (UBSan's vptr check).
+            if (c.timestamp) {
+              auto* tb = static_cast<arrow::TimestampBuilder*>(b);
               check(v.empty() ? tb->AppendNull() : tb->Append(parse_utc(v)), file);
-            else
+            } else {
               check(static_cast<arrow::StringBuilder*>(b)->Append(v), file);
+            }
           } else if constexpr (std::is_same_v<T, std::optional<std::string>>) {
             auto* sb = static_cast<arrow::StringBuilder*>(b);
             check(v ? sb->Append(*v) : sb->AppendNull(), file);

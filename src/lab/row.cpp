@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <limits>
 
 #include "core/error.h"
 
@@ -63,10 +64,19 @@ struct Reader {
       out = v->get<std::string>();
     }
   }
+  // An integer that fits Int: a larger one would wrap silently in get<Int>().
+  template <class Int>
+  static bool fits(const Json& v) {
+    if (v.is_number_unsigned())
+      return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<Int>::max());
+    if (!v.is_number_integer()) return false;
+    const int64_t x = v.get<int64_t>();
+    return x >= std::numeric_limits<Int>::min() && x <= std::numeric_limits<Int>::max();
+  }
   template <class Int>
   void integer(const char* key, Int& out) const {
     if (const Json* v = find(key)) {
-      if (!v->is_number_integer()) wrong(key, "an integer");
+      if (!fits<Int>(*v)) wrong(key, sizeof(Int) == 4 ? "a 32-bit integer" : "a 64-bit integer");
       out = v->get<Int>();
     }
   }
@@ -102,7 +112,7 @@ struct Reader {
     if (const Json* v = find(key)) {
       if (!v->is_array()) wrong(key, "a list of token ids");
       for (const Json& x : *v) {
-        if (!x.is_number_integer()) wrong(key, "a list of token ids");
+        if (!fits<int32_t>(x)) wrong(key, "a list of token ids");
         out.push_back(x.get<int32_t>());
       }
     }

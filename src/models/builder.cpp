@@ -282,4 +282,11 @@ Tensor load_lm_head(Weights& w, bool tied, const Tensor& embed, int64_t vocab, i
   return embed.dtype() == w.matrix_dtype() ? embed : embed.to(w.matrix_dtype());
 }
 
+void check_layer_count(const Checkpoint& ckpt, const JsonFields& f, int64_t num_layers) {
+  const size_t tensors = ckpt.tensor_names().size();
+  if (num_layers > 0 && static_cast<uint64_t>(num_layers) > tensors)
+    fail(f.origin(), ": field \"num_hidden_layers\" is ", num_layers, ", but the checkpoint holds ",
+         tensors, " tensors (each layer has weights of its own)");
+}
+
 }  // namespace lathe

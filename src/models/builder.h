@@ -149,6 +149,10 @@ ModelInfo decoder_info(const Config& c, DType weight_dtype) {
   return info;
 }
 
+// Throws unless the checkpoint holds at least one tensor per layer: a config.json that claims
+// more layers than that is wrong, and per-layer tables must not be sized from it.
+void check_layer_count(const Checkpoint& ckpt, const JsonFields& f, int64_t num_layers);
+
 // Throws, naming --max-seq, unless `n` (> 0) more positions fit in the cache.
 void check_cache_room(const KVCache& cache, int64_t n);
 

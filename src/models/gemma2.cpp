@@ -60,6 +60,7 @@ Gemma2Config read_gemma2_config(const Checkpoint& ckpt, const Gemma2Defaults& d)
   if (d.sliding_pattern <= 0)
     fail(f.origin(), ": field \"sliding_window_pattern\" is ", d.sliding_pattern,
          ", must be positive");
+  check_layer_count(ckpt, f, c.num_layers);
   c.layer_windows.assign(static_cast<size_t>(c.num_layers), 0);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     bool sliding = (i + 1) % d.sliding_pattern != 0;

@@ -1,5 +1,7 @@
 #include "models/llama_family.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace lathe {
@@ -130,6 +132,7 @@ LlamaFamilyConfig read_llama_family_config(const Checkpoint& ckpt, const LlamaFa
   if (a.heads % a.kv_heads != 0)
     fail(f.origin(), ": num_attention_heads ", a.heads,
          " is not a multiple of num_key_value_heads ", a.kv_heads);
+  check_layer_count(ckpt, f, c.num_layers);
   c.layer_windows.assign(static_cast<size_t>(c.num_layers), 0);
   c.rope = read_rope_config(f, a.head_dim, c.max_position_embeddings, d.rope_theta);
   return c;
@@ -157,7 +160,9 @@ std::vector<int64_t> read_qwen_layer_windows(const JsonFields& f, int64_t num_la
     return windows;
   }
   if (use)
-    for (int64_t i = max_window_layers; i < num_layers; ++i) windows[i] = window;
+    // Qwen2Config: a layer slides when i >= max_window_layers, so a negative value means all.
+    for (int64_t i = std::max<int64_t>(max_window_layers, 0); i < num_layers; ++i)
+      windows[i] = window;
   return windows;
 }
 

@@ -41,21 +41,37 @@ Tensor Weights::fetch(const std::string& name, const Shape& shape, DType want) {
   used_.insert(name);
   if (!ckpt_.has(name)) {
     missing_.push_back(name);
-    return Tensor::zeros(want, shape);  // placeholder; finish() reports it
+    return placeholder(name, shape, want);
   }
   const SafetensorsEntry& e = ckpt_.entry(name);
   if (e.shape != shape) {
     problems_.push_back(cat("tensor \"", name, "\" in ", ckpt_.file_of(name), " has shape ",
                             shape_str(e.shape), ", expected ", shape_str(shape)));
-    return Tensor::zeros(want, shape);
+    return placeholder(name, shape, want);
   }
   Tensor t = ckpt_.tensor(name);
   if (t.dtype() == DType::I32) {
     problems_.push_back(cat("tensor \"", name, "\" in ", ckpt_.file_of(name),
                             " holds integers, expected floating point"));
-    return Tensor::zeros(want, shape);
+    return placeholder(name, shape, want);
   }
   return t.to(want);  // no copy when already `want`
+}
+
+Tensor Weights::placeholder(const std::string& name, const Shape& shape, DType want) {
+  // The shape comes from config.json: a config that does not describe these weights (a
+  // missing field takes the architecture's full-size default) must not allocate gigabytes.
+  uint64_t bytes = dtype_size(want);
+  bool overflow = false;
+  for (int64_t d : shape)
+    overflow = overflow || d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
+  if (overflow || __builtin_add_overflow(placeholder_bytes_, bytes, &placeholder_bytes_) ||
+      placeholder_bytes_ > ckpt_.total_tensor_bytes())
+    fail(ckpt_.dir().string(), ": tensor \"", name, "\" of shape ", shape_str(shape),
+         " is missing or misshapen, and the shapes config.json gives outgrow the checkpoint's ",
+         ckpt_.total_tensor_bytes(), " bytes of weights: config.json does not describe them",
+         problems_.empty() ? "" : cat(" (first problem: ", problems_.front(), ")"));
+  return Tensor::zeros(want, shape);
 }
 
 Tensor Weights::matrix(const std::string& name, const Shape& shape) {

@@ -34,12 +34,16 @@ class Weights {
 
  private:
   Tensor fetch(const std::string& name, const Shape& shape, DType want);
+  // Zeros standing in for a missing or misshapen tensor, so finish() can report every problem
+  // at once; throws when the stand-ins would outgrow the checkpoint itself.
+  Tensor placeholder(const std::string& name, const Shape& shape, DType want);
 
   const Checkpoint& ckpt_;
   DType matrix_dtype_;
   std::set<std::string> used_;
   std::vector<std::string> missing_;
   std::vector<std::string> problems_;
+  uint64_t placeholder_bytes_ = 0;
 };
 
 }  // namespace lathe

@@ -1,5 +1,6 @@
 #include "tokenizer/regex.h"
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 
@@ -17,11 +18,17 @@ void init_onig_once() {
   std::call_once(once, [] {
     OnigEncoding enc[] = {ONIG_ENCODING_UTF8};
     onig_initialize(enc, 1);
+    // A pattern from tokenizer.json can backtrack exponentially ((a+)+$): bound the work of
+    // one match attempt (the search's limit is set per call, from the text's length).
+    onig_set_retry_limit_in_match(kRegexRetryLimit);
   });
 }
 
 struct RegionFree {
   void operator()(OnigRegion* r) const { onig_region_free(r, 1); }
+};
+struct MatchParamFree {
+  void operator()(OnigMatchParam* p) const { onig_free_match_param(p); }
 };
 
 }  // namespace
@@ -39,9 +46,10 @@ Regex::Regex(const std::string& pattern, const std::string& where) {
     fail(where, ": invalid regex /", pattern, "/: ", reinterpret_cast<const char*>(msg));
   }
   re_ = re;
+  where_ = where;
 }
 
-Regex::Regex(Regex&& other) noexcept : re_(other.re_) {
+Regex::Regex(Regex&& other) noexcept : re_(other.re_), where_(std::move(other.where_)) {
   other.re_ = nullptr;
 }
 
@@ -53,6 +61,9 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) co
   std::vector<std::pair<size_t, size_t>> out;
   auto re = static_cast<OnigRegex>(re_);
   std::unique_ptr<OnigRegion, RegionFree> region(onig_region_new());
+  std::unique_ptr<OnigMatchParam, MatchParamFree> param(onig_new_match_param());
+  onig_initialize_match_param(param.get());
+  onig_set_retry_limit_in_match_of_match_param(param.get(), kRegexRetryLimit);
   const auto* base = reinterpret_cast<const OnigUChar*>(text.data());
   const auto* end = base + text.size();
   size_t pos = 0;
@@ -60,8 +71,20 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) co
   size_t last_end = 0;
   while (pos <= text.size()) {
     onig_region_clear(region.get());
-    const int r = onig_search(re, base, end, base + pos, end, region.get(), ONIG_OPTION_NONE);
-    if (r < 0) break;  // ONIG_MISMATCH or an error: no further matches
+    // One search tries every start position up to its match: allow a few steps per byte.
+    onig_set_retry_limit_in_search_of_match_param(
+        param.get(), std::max<unsigned long>(kRegexRetryLimit, 64 * (text.size() - pos)));
+    const int r = onig_search_with_param(re, base, end, base + pos, end, region.get(),
+                                         ONIG_OPTION_NONE, param.get());
+    if (r == ONIG_MISMATCH) break;
+    if (r < 0) {
+      // An error (the retry limit, mostly) must not read as "no further matches": the text
+      // would be split wrongly without a word.
+      OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
+      onig_error_code_to_str(msg, r);
+      fail(where_, ": regex match at byte ", pos, " of a ", text.size(),
+           "-byte text failed: ", reinterpret_cast<const char*>(msg));
+    }
     const auto s = static_cast<size_t>(region->beg[0]);
     const auto e = static_cast<size_t>(region->end[0]);
     const auto skip_char = [&] {

@@ -122,6 +122,79 @@ TEST(JinjaLimits, OutputSize) {
                      o)
                 .find("output exceeded"),
             std::string::npos);
+  // The default: 16 MiB, far above any prompt (a 1M-token context is about 4 MB of text).
+  EXPECT_EQ(Limits{}.max_output_bytes, size_t{16} << 20);
+  EXPECT_NE(error_of("{{ 'x' * (17 * 1024 * 1024) }}").find("output exceeded"), std::string::npos);
+}
+
+// Widths and counts a template asks for are checked before a string that large is allocated
+// (fuzz_chat_template): center/indent/tojson used to allocate gigabytes, indent(-1) threw
+// std::length_error, and truncate(2**63 - 1) overflowed length + leeway.
+TEST(JinjaLimits, WidthsAreCheckedBeforeAllocating) {
+  for (const char* t : {"{{ 'x'|center(5000000000) }}", "{{ 'a\nb'|indent(3000000000) }}",
+                        "{{ [[1]]|tojson(indent=100000000) }}"})
+    EXPECT_NE(error_of(t).find("output exceeded"), std::string::npos) << t;
+  EXPECT_EQ(render("{{ 'a\nb'|indent(-1) }}"), "a\nb");  // Python: ' ' * -1 == ''
+  EXPECT_EQ(render("{{ 'ab'|center(-5) }}"), "ab");
+  EXPECT_EQ(render("{{ 'abcdefghij'|truncate(9223372036854775807) }}"), "abcdefghij");
+  EXPECT_NE(error_of("{{ 'abcdefghij'|truncate(5, leeway=-1) }}").find("leeway >= 0"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ 'abcdefghij'|truncate(2) }}").find("expected length >= 3"),
+            std::string::npos);
+  EXPECT_EQ(render("{{ [1]|tojson(indent=2) }}"), "[\n  1\n]");
+  // Strings built by replace and join are checked as they grow, not when printed.
+  for (const char* t : {"{% set a = 'x' * 100000 %}{{ (a|replace('', a))|length }}",
+                        "{% set a = 'x' * 100000 %}{{ a.replace('x', a)|length }}",
+                        "{% set a = 'x' * 100000 %}{{ ([a] * 100000)|length }}",
+                        "{% set a = 'x' * 100000 %}{{ (a|list)|join(a)|length }}",
+                        "{% set a = 'x' * 100000 %}{{ a.join(a|list)|length }}"})
+    EXPECT_NE(error_of(t).find("output exceeded"), std::string::npos) << t;
+  EXPECT_EQ(render("{{ 'abab'|replace('a', 'xy', 1) }}|{{ 'ab'.replace('', '-') }}"),
+            "xybab|-a-b-");
+}
+
+// Integer edge cases that were undefined behaviour (UBSan) or a trap, and repetitions that
+// looped for ever or built a billion elements within the iteration limit.
+TEST(JinjaLimits, IntegerEdgesAndRepetitionsAreBounded) {
+  EXPECT_NE(error_of("{{ [9223372036854775807, 1]|sum }}").find("integer overflow"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ (-9223372036854775807 - 1)|abs }}").find("integer overflow"),
+            std::string::npos);
+  EXPECT_EQ(render("{{ (-9223372036854775807 - 1) is divisibleby(-1) }}"), "True");
+  EXPECT_EQ(render("{% for i in range(9223372036854775800, 9223372036854775807, 5) %}{{ i }},"
+                   "{% endfor %}"),
+            "9223372036854775800,9223372036854775805,");
+  EXPECT_EQ(render("{{ ('' * 1000000000000000000)|length }}"), "0");
+  EXPECT_EQ(render("{{ ([] * 1000000000000000000)|length }}"), "0");
+  EXPECT_NE(error_of("{{ (([1] * 1000) * 990000)|length }}").find("loop iterations"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ [1]|batch(100000000000, 'x')|length }}").find("loop iterations"),
+            std::string::npos);
+  EXPECT_EQ(render("{{ [1, 2, 3]|batch(2, 0)|list }}"), "[[1, 2], [3, 0]]");
+}
+
+// Number text out of range used to escape as std::out_of_range from stod/stoll/stoul and end
+// the process (fuzz_chat_template: a float literal 9e2233...).
+TEST(JinjaLimits, OutOfRangeNumbersAreErrorsOrPythonValues) {
+  EXPECT_EQ(render("{{ 9e223372036854735800 }}|{{ -1e999 }}"), "inf|-inf");  // Python float()
+  EXPECT_NE(error_of("{{ [1].99999999999999999999 }}").find("integer literal out of range"),
+            std::string::npos);
+  EXPECT_EQ(render("{{ [[1]]|map(attribute='99999999999999999999')|list }}"), "[Undefined]")
+      << "an index past any list";
+  EXPECT_NE(error_of("{{ '{99999999999999999999}'.format(1) }}").find("missing argument"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ '{:*f}'.format(1.5) }}").find("unsupported format spec"),
+            std::string::npos);
+}
+
+// Slicing a string with invalid UTF-8 indexed past the end of its characters (out-of-bounds
+// read, then a garbage-sized allocation; found by fuzz_chat_template).
+TEST(JinjaLimits, SlicingInvalidUtf8StaysInBounds) {
+  const std::string bad = "{{ ('ab\xff\xfe\xc3' * 3)[::-4] }}|{{ ('\xe6\x97' * 2)[1:] }}";
+  std::string out;
+  EXPECT_NO_THROW(out = render(bad));
+  EXPECT_LE(out.size(), 16u);
+  EXPECT_EQ(render("{{ 'h\u00e9llo'[::-1] }}|{{ 'abcdef'[1:5:2] }}"), "oll\u00e9h|bd");
 }
 
 TEST(JinjaLimits, RecursionDepth) {

@@ -39,5 +39,15 @@ TEST(Json, RejectsDeepNesting) {
       std::string::npos);
 }
 
+// A number beyond double's range made nlohmann throw out_of_range, which escaped as a crash
+// (found by fuzz_config: "vocab_size": 11e308).
+TEST(Json, NumberOverflowIsAnErrorNamingTheFile) {
+  EXPECT_NE(error_of([] {
+              parse_json(R"({"vocab_size": 11e308})", "config.json");
+            }).find("config.json: malformed JSON"),
+            std::string::npos);
+  EXPECT_EQ(parse_json("[1e308]", "ok.json")[0].get<double>(), 1e308);
+}
+
 }  // namespace
 }  // namespace lathe

@@ -87,6 +87,27 @@ TEST(LabRow, UnknownStatusIsAnErrorNamingTheField) {
   }
 }
 
+// Integers out of their field's range used to wrap silently (cores 2^32 + 1 read as 1).
+TEST(LabRow, OutOfRangeIntegersAreErrorsNotWrapped) {
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, Json>>{{"cores", Json(uint64_t{4294967297})},
+                                                 {"signal", Json(int64_t{-3000000000})},
+                                                 {"weight_bytes", Json(uint64_t{1} << 63)},
+                                                 {"prompt_ids", Json::array({1, 4294967296})}}) {
+    Json j = row_to_json(sample_row("org/model", "pass"));
+    j[key] = value;
+    try {
+      row_from_json(j, "rows.jsonl line 2");
+      FAIL() << key << " = " << value.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("field \"" + key + "\""), std::string::npos) << e.what();
+    }
+  }
+  Json j = row_to_json(sample_row("org/model", "pass"));
+  j["cores"] = 2147483647;
+  EXPECT_EQ(row_from_json(j, "rows.jsonl line 2").cores, 2147483647);
+}
+
 TEST(Dataset, ParquetRoundTripKeepsEveryFieldAndNulls) {
   ScratchDir dir("parquet");
   std::vector<LabRow> rows = {sample_row("a/one", "pass"), sample_row("b/two", "error")};
@@ -100,6 +121,20 @@ TEST(Dataset, ParquetRoundTripKeepsEveryFieldAndNulls) {
   ASSERT_EQ(back.size(), rows.size());
   for (size_t i = 0; i < rows.size(); ++i)
     EXPECT_EQ(row_to_json(back[i]).dump(1), row_to_json(rows[i]).dump(1));
+}
+
+// Times before 1970 used to print a negative fraction ("1970-01-01T00:00:00.-750000Z"), and a
+// year beyond 9999 overflowed int64 on the way to microseconds.
+TEST(Dataset, TimestampsBefore1970AndOutOfRangeYears) {
+  ScratchDir dir("times");
+  std::vector<LabRow> rows = {sample_row("a/one", "pass"), sample_row("b/two", "pass")};
+  rows[0].started_at = "1969-12-31T23:59:59.250000Z";
+  rows[1].started_at = "999999999-01-01T00:00:00.000000Z";
+  write_parquet(rows, dir / "x.parquet");
+  const auto back = read_parquet(dir / "x.parquet");
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].started_at, "1969-12-31T23:59:59.250000Z");
+  EXPECT_EQ(back[1].started_at, "1970-01-01T00:00:00.000000Z");  // unreadable: the epoch
 }
 
 TEST(Dataset, OneFilePerVersionPair) {

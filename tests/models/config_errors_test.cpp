@@ -104,5 +104,33 @@ TEST(ConfigErrors, Phi3RefusesRenamedRopeTypes) {
       "field \"rope_scaling.type\" is \"yarn\"");
 }
 
+// Sizes from config.json are checked before anything is sized from them: two billion layers
+// used to allocate a 16 GB per-layer table before the weights could disagree.
+TEST(ConfigErrors, MoreLayersThanTensorsIsRefusedBeforeAllocating) {
+  for (const char* fixture : {"llama_tied_gqa", "qwen2_sliding", "gemma2_softcap_window"})
+    expect_error(
+        fixture, [](Json& c) { c["num_hidden_layers"] = 2000000000; },
+        "field \"num_hidden_layers\" is 2000000000, but the checkpoint holds");
+}
+
+// Missing sizes take the architecture's full-size defaults (vocab 128256, hidden 2048, ...);
+// the zero stand-ins for the misshapen tensors used to allocate gigabytes before the error.
+TEST(ConfigErrors, StandInsForMisshapenTensorsCannotOutgrowTheCheckpoint) {
+  expect_error(
+      "smollm3_tied_norope",
+      [](Json& c) {
+        c.erase("vocab_size");
+        c.erase("hidden_size");
+        c.erase("intermediate_size");
+      },
+      "config.json does not describe them");
+}
+
+// A negative max_window_layers indexed the per-layer window table at -1 (heap overflow under
+// ASan). Qwen2Config makes every layer i >= max_window_layers slide, so all of them do.
+TEST(ConfigErrors, NegativeMaxWindowLayersSlidesEveryLayer) {
+  EXPECT_EQ(load_error("qwen2_sliding", [](Json& c) { c["max_window_layers"] = -1; }), "");
+}
+
 }  // namespace
 }  // namespace lathe

@@ -230,5 +230,21 @@ TEST_F(Malformed, InvalidUtf8Input) {
   }
 }
 
+// A pattern that backtracks exponentially stops at Oniguruma's retry limit. That used to end
+// the match list silently, so the text was split wrongly; it is an error now.
+TEST_F(Malformed, CatastrophicRegexIsAnErrorNotAWrongSplit) {
+  Json j = base();
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(a+)+$";
+  std::ofstream(dir_ / "tokenizer.json") << j.dump();
+  const Tokenizer t = Tokenizer::load(dir_);
+  EXPECT_FALSE(t.encode("aaaa!", false).empty());  // cheap: matches as before
+  try {
+    t.encode(std::string(40, 'a') + "!", false);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_HAS(std::string(e.what()), "regex match at byte 0 of a 41-byte text failed");
+  }
+}
+
 }  // namespace
 }  // namespace lathe

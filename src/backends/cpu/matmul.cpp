@@ -32,13 +32,18 @@ inline float hsum(f32x8 v) {
   return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
 }
 
+// clang (the fuzz build, LATHE_FUZZ) cannot multiversion templates: it compiles the baseline.
+#if defined(__clang__)
+#define LATHE_AVX2_CLONES
+#else
+#define LATHE_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+
 // Dot products of up to 2 rows of x with 4 rows of w, 8 lanes at a time. Compiled for AVX2
 // and for the baseline ISA; the loader picks one at start-up.
 template <class W>
-__attribute__((target_clones("avx2", "default"))) void tile_2x4(const float* x, int64_t rows,
-                                                                const W* w, int64_t wrows,
-                                                                int64_t k, float* out,
-                                                                int64_t ldo) {
+LATHE_AVX2_CLONES void tile_2x4(const float* x, int64_t rows, const W* w, int64_t wrows, int64_t k,
+                                float* out, int64_t ldo) {
   f32x8 acc[2][4] = {};
   const int64_t k8 = k / 8 * 8;
   for (int64_t p = 0; p < k8; p += 8) {

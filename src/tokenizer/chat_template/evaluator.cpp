@@ -51,9 +51,10 @@ Value builtin_range(CallArgs& args, Evaluator& ev) {
   }
   if (step == 0) runtime_fail("range() arg 3 must not be zero");
   List items;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     ev.count_iterations(1);
     items.push_back(Value::integer(i));
+    if (__builtin_add_overflow(i, step, &i)) break;  // past INT64_MAX: beyond stop too
   }
   return Value::make_list(std::move(items));
 }
@@ -123,10 +124,11 @@ Evaluator::Evaluator(std::string origin, RenderOptions options)
 }
 
 void Evaluator::count_iterations(int64_t n) {
-  iterations_ += n;
-  if (iterations_ > options_.limits.max_loop_iterations)
+  // Compared before adding: a count from the template (batch's fill) may be near INT64_MAX.
+  if (n > options_.limits.max_loop_iterations - iterations_)
     runtime_fail("template exceeded " + std::to_string(options_.limits.max_loop_iterations) +
                  " loop iterations");
+  iterations_ += n;
 }
 
 void Evaluator::check_size(size_t bytes) const {
@@ -627,12 +629,25 @@ Value Evaluator::eval_binary(const Expr& e, const Value& a, const Value& b) {
     if (count->is_int_like() && (seq->is_string() || seq->is_list())) {
       const int64_t n = std::max<int64_t>(0, count->as_int());
       if (seq->is_string()) {
+        if (seq->s.empty()) return Value::string("");  // '' * 10**18 would loop for ever
         check_size(seq->s.size() * static_cast<size_t>(std::min<int64_t>(n, 1 << 30)));
         std::string out;
         for (int64_t k = 0; k < n; ++k) out += seq->s;
         return Value::string(std::move(out));
       }
-      count_iterations(n);
+      if (seq->list->empty()) return Value::make_list();
+      // Strings are copied into each repeat: [s] * n holds n copies of s.
+      size_t bytes = 0, total = 0;
+      for (const Value& x : *seq->list)
+        if (x.is_string()) bytes += x.s.size();
+      if (__builtin_mul_overflow(bytes, static_cast<size_t>(n), &total))
+        total = std::numeric_limits<size_t>::max();
+      check_size(total);
+      // Counted by the elements made, not the repeats: a long list repeated is as much work.
+      int64_t elements = 0;
+      if (__builtin_mul_overflow(n, static_cast<int64_t>(seq->list->size()), &elements))
+        elements = std::numeric_limits<int64_t>::max();
+      count_iterations(elements);
       List items;
       for (int64_t k = 0; k < n; ++k)
         items.insert(items.end(), seq->list->begin(), seq->list->end());

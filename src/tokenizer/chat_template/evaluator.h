@@ -13,7 +13,7 @@
 namespace lathe::jinja {
 
 struct Limits {
-  size_t max_output_bytes = 64u << 20;    // all text produced, captured blocks included
+  size_t max_output_bytes = 16u << 20;    // all text produced, captured blocks included
   int64_t max_loop_iterations = 1000000;  // summed over every loop and range()
   int max_call_depth = 256;               // nested macro / caller() calls
 };

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <unordered_map>
 
@@ -20,6 +21,14 @@ using TestFn = bool (*)(const Value&, CallArgs&, Evaluator&);
 
 const Value* arg(const CallArgs& a, size_t i, const char* name) {
   return a.get(i, name);
+}
+
+// A width or count of characters the template asks for, checked against the output limit
+// before a string that large is allocated; negative counts as 0, as in Python's ' ' * -1.
+size_t checked_width(int64_t width, const Evaluator& ev) {
+  if (width <= 0) return 0;
+  ev.check_size(static_cast<size_t>(width));
+  return static_cast<size_t>(width);
 }
 
 bool flag(const CallArgs& a, size_t i, const char* name, bool fallback) {
@@ -40,8 +49,10 @@ Value attr_path(const Value& item, const std::string& path) {
     const size_t dot = path.find('.', start);
     const std::string part =
         path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    // 18 digits always fit int64 (stoll throws beyond); a longer index is past any list.
     const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(),
                                                       [](char c) { return c >= '0' && c <= '9'; });
+    if (numeric && part.size() > 18) return Value::undefined("index " + part + " out of range");
     cur = get_item(cur, numeric ? Value::integer(std::stoll(part)) : Value::string(part));
     if (dot == std::string::npos) return cur;
     if (cur.is_undefined()) return cur;
@@ -56,7 +67,10 @@ Value fold_case(const Value& v, bool case_sensitive) {
 
 Value f_abs(const Value& v, CallArgs&, Evaluator&) {
   if (v.kind == Kind::Float) return Value::number(std::fabs(v.f));
-  if (v.is_int_like()) return Value::integer(std::llabs(v.as_int()));
+  if (v.is_int_like()) {
+    if (v.as_int() == std::numeric_limits<int64_t>::min()) runtime_fail("integer overflow");
+    return Value::integer(std::llabs(v.as_int()));
+  }
   runtime_fail(std::string("bad operand type for abs(): '") + type_name(v) + "'");
 }
 
@@ -70,7 +84,7 @@ Value f_attr(const Value& v, CallArgs& a, Evaluator&) {
   return r;
 }
 
-Value f_batch(const Value& v, CallArgs& a, Evaluator&) {
+Value f_batch(const Value& v, CallArgs& a, Evaluator& ev) {
   const Value* n = arg(a, 0, "linecount");
   if (!n || !n->is_int_like() || n->as_int() <= 0) runtime_fail("batch() needs a positive count");
   const Value* fill = arg(a, 1, "fill_with");
@@ -81,8 +95,11 @@ Value f_batch(const Value& v, CallArgs& a, Evaluator&) {
       out.push_back(Value::make_list(std::move(cur))), cur.clear();
   }
   if (!cur.empty()) {
-    if (fill && !fill->is_none())
+    if (fill && !fill->is_none()) {
+      // The fill count comes from the template: count it as loop work before filling.
+      ev.count_iterations(n->as_int() - static_cast<int64_t>(cur.size()));
       while (static_cast<int64_t>(cur.size()) < n->as_int()) cur.push_back(*fill);
+    }
     out.push_back(Value::make_list(std::move(cur)));
   }
   return Value::make_list(std::move(out));
@@ -92,9 +109,9 @@ Value f_capitalize(const Value& v, CallArgs&, Evaluator&) {
   return Value::string(py::capitalize(soft_str(v)));
 }
 
-Value f_center(const Value& v, CallArgs& a, Evaluator&) {
+Value f_center(const Value& v, CallArgs& a, Evaluator& ev) {
   const Value* w = arg(a, 0, "width");
-  const int64_t width = w ? w->as_int() : 80;
+  const int64_t width = static_cast<int64_t>(checked_width(w ? w->as_int() : 80, ev));
   const std::string s = soft_str(v);
   const int64_t len = static_cast<int64_t>(utf8_length(s));
   if (width <= len) return Value::string(s);
@@ -207,9 +224,10 @@ Value f_format(const Value& v, CallArgs& a, Evaluator&) {
   return Value::string(py::percent_format(soft_str(v), a));
 }
 
-Value f_indent(const Value& v, CallArgs& a, Evaluator&) {
+Value f_indent(const Value& v, CallArgs& a, Evaluator& ev) {
   const Value* w = arg(a, 0, "width");
-  std::string indention = w && w->is_string() ? w->s : std::string(w ? w->as_int() : 4, ' ');
+  std::string indention =
+      w && w->is_string() ? w->s : std::string(checked_width(w ? w->as_int() : 4, ev), ' ');
   const bool first = flag(a, 1, "first", false);
   const bool blank = flag(a, 2, "blank", false);
   const std::string s =
@@ -236,7 +254,7 @@ Value f_items(const Value& v, CallArgs&, Evaluator&) {
   return Value::make_list(std::move(out));
 }
 
-Value f_join(const Value& v, CallArgs& a, Evaluator&) {
+Value f_join(const Value& v, CallArgs& a, Evaluator& ev) {
   const Value* d = arg(a, 0, "d");
   const Value* attribute = arg(a, 1, "attribute");
   const std::string sep = d ? soft_str(*d) : "";
@@ -246,6 +264,7 @@ Value f_join(const Value& v, CallArgs& a, Evaluator&) {
     if (!first) out += sep;
     first = false;
     out += soft_str(attribute && !attribute->is_none() ? attr_path(x, to_str(*attribute)) : x);
+    ev.check_size(out.size());
   }
   return Value::string(std::move(out));
 }
@@ -359,13 +378,14 @@ Value f_rejectattr(const Value& v, CallArgs& a, Evaluator& ev) {
   return select_impl(v, a, ev, true, false);
 }
 
-Value f_replace(const Value& v, CallArgs& a, Evaluator&) {
+Value f_replace(const Value& v, CallArgs& a, Evaluator& ev) {
   const Value* old = arg(a, 0, "old");
   const Value* repl = arg(a, 1, "new");
   const Value* count = arg(a, 2, "count");
   if (!old || !repl) runtime_fail("replace() needs old and new");
   return Value::string(py::replace(soft_str(v), soft_str(*old), soft_str(*repl),
-                                   count && !count->is_none() ? count->as_int() : -1));
+                                   count && !count->is_none() ? count->as_int() : -1,
+                                   ev.options().limits.max_output_bytes));
 }
 
 Value f_reverse(const Value& v, CallArgs&, Evaluator&) {
@@ -428,9 +448,12 @@ Value f_sum(const Value& v, CallArgs& a, Evaluator&) {
   Value total = start ? *start : Value::integer(0);
   for (const Value& x : iterate(v)) {
     const Value item = attribute && !attribute->is_none() ? attr_path(x, to_str(*attribute)) : x;
-    if (total.is_int_like() && item.is_int_like())
-      total = Value::integer(total.as_int() + item.as_int());
-    else
+    if (total.is_int_like() && item.is_int_like()) {
+      int64_t r;
+      if (__builtin_add_overflow(total.as_int(), item.as_int(), &r))
+        runtime_fail("integer overflow");
+      total = Value::integer(r);
+    } else
       total = Value::number(total.as_double() + item.as_double());
   }
   return total;
@@ -458,14 +481,17 @@ Value f_title(const Value& v, CallArgs&, Evaluator&) {
   return Value::string(std::move(out));
 }
 
-Value f_tojson(const Value& v, CallArgs& a, Evaluator&) {
+Value f_tojson(const Value& v, CallArgs& a, Evaluator& ev) {
   // transformers: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
   JsonDumpOptions o;
   o.ensure_ascii = flag(a, 0, "ensure_ascii", false);
   const Value* indent = arg(a, 1, "indent");
   if (indent && !indent->is_none()) {
     if (!indent->is_int_like()) runtime_fail("tojson indent must be an integer");
-    o.indent = static_cast<int>(std::max<int64_t>(0, indent->as_int()));
+    // Every line of a value nested kMaxValueDepth deep may carry that many indents.
+    const size_t width = checked_width(indent->as_int(), ev);
+    ev.check_size(width * kMaxValueDepth);
+    o.indent = static_cast<int>(width);
     o.item_sep = ",";
   }
   const Value* seps = arg(a, 2, "separators");
@@ -494,10 +520,16 @@ Value f_truncate(const Value& v, CallArgs& a, Evaluator&) {
   const std::string end = e ? to_str(*e) : "...";
   const Value* lw = arg(a, 3, "leeway");
   const int64_t leeway = lw && !lw->is_none() ? lw->as_int() : 5;
+  // jinja2's do_truncate asserts both; they also keep length + leeway from overflowing.
+  if (length < static_cast<int64_t>(utf8_length(end)))
+    runtime_fail("truncate: expected length >= " + std::to_string(utf8_length(end)) + ", got " +
+                 std::to_string(length));
+  if (leeway < 0) runtime_fail("truncate: expected leeway >= 0, got " + std::to_string(leeway));
   const std::string s = soft_str(v);
   const auto chars = utf8_chars(s);
   const int64_t n = static_cast<int64_t>(chars.size());
-  if (n <= length + leeway) return Value::string(s);
+  if (length > std::numeric_limits<int64_t>::max() - leeway || n <= length + leeway)
+    return Value::string(s);
   const int64_t keep = std::max<int64_t>(0, length - static_cast<int64_t>(utf8_length(end)));
   std::string head;
   for (int64_t k = 0; k < keep; ++k) head += chars[k];
@@ -624,6 +656,7 @@ bool t_divisibleby(const Value& v, CallArgs& a, Evaluator&) {
   const Value& n = test_arg(a);
   if (v.is_int_like() && n.is_int_like()) {
     if (n.as_int() == 0) runtime_fail("integer division or modulo by zero");
+    if (n.as_int() == -1) return true;  // INT64_MIN % -1 overflows (and traps on x86)
     return v.as_int() % n.as_int() == 0;
   }
   return std::fmod(v.as_double(), n.as_double()) == 0;

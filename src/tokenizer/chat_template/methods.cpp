@@ -2,6 +2,7 @@
 // that templates call. Mutating methods are refused as ImmutableSandboxedEnvironment does.
 #include <algorithm>
 
+#include "tokenizer/chat_template/evaluator.h"
 #include "tokenizer/chat_template/filters.h"
 #include "tokenizer/chat_template/py_string.h"
 
@@ -72,6 +73,10 @@ Value string_method(const std::string& s, const std::string& name) {
   auto bind = [&](auto fn) {
     return Value::callable(name, [s, fn](A& a, Evaluator&) { return fn(s, a); });
   };
+  // For methods whose result size the template controls: they check it against the limits.
+  auto bind_ev = [&](auto fn) {
+    return Value::callable(name, [s, fn](A& a, Evaluator& ev) { return fn(s, a, ev); });
+  };
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     const py::Side side = name == "strip"    ? py::Side::Both
                           : name == "lstrip" ? py::Side::Left
@@ -106,9 +111,10 @@ Value string_method(const std::string& s, const std::string& name) {
   if (name == "capitalize")
     return bind([](const std::string& str, A&) { return Value::string(py::capitalize(str)); });
   if (name == "replace")
-    return bind([](const std::string& str, A& a) {
+    return bind_ev([](const std::string& str, A& a, Evaluator& ev) {
       return Value::string(py::replace(str, req_string(a, 0, "old"), req_string(a, 1, "new"),
-                                       opt_int(a, 2, "count", -1)));
+                                       opt_int(a, 2, "count", -1),
+                                       ev.options().limits.max_output_bytes));
     });
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex")
     return bind([name](const std::string& str, A& a) {
@@ -121,7 +127,7 @@ Value string_method(const std::string& s, const std::string& name) {
       return Value::integer(py::count(str, req_string(a, 0, "x")));
     });
   if (name == "join")
-    return bind([](const std::string& str, A& a) {
+    return bind_ev([](const std::string& str, A& a, Evaluator& ev) {
       const Value* items = a.get(0, "iterable");
       if (!items) runtime_fail("join() takes exactly one argument");
       std::string out;
@@ -133,6 +139,7 @@ Value string_method(const std::string& s, const std::string& name) {
         if (!first) out += str;
         first = false;
         out += v.s;
+        ev.check_size(out.size());
       }
       return Value::string(std::move(out));
     });
@@ -324,7 +331,16 @@ Value slice_value(const Value& obj, const std::optional<int64_t>& start,
   if (obj.is_undefined()) runtime_fail(obj.s.empty() ? "value is undefined" : obj.s);
   if (!obj.is_list() && !obj.is_string())
     runtime_fail(std::string("'") + type_name(obj) + "' object is not subscriptable");
-  const int64_t n = length_of(obj);
+  // A string is indexed by what utf8_chars splits it into, so every index below is in range
+  // (utf8_length counts invalid UTF-8 differently: chars[k] used to read past the end).
+  const bool ascii = obj.is_string() && std::all_of(obj.s.begin(), obj.s.end(), [](char c) {
+                       return static_cast<unsigned char>(c) < 0x80;
+                     });
+  const std::vector<std::string> chars =
+      obj.is_string() && !ascii ? utf8_chars(obj.s) : std::vector<std::string>{};
+  const int64_t n = obj.is_list() ? length_of(obj)
+                    : ascii       ? static_cast<int64_t>(obj.s.size())
+                                  : static_cast<int64_t>(chars.size());
   const int64_t st = step.value_or(1);
   if (st == 0) runtime_fail("slice step cannot be zero");
   // CPython's PySlice_AdjustIndices.
@@ -350,12 +366,10 @@ Value slice_value(const Value& obj, const std::optional<int64_t>& start,
     r.is_tuple = obj.is_tuple;
     return r;
   }
-  const bool ascii = obj.s.size() == static_cast<size_t>(n);
   std::string out;
   if (ascii) {
     for (int64_t k : idx) out += obj.s[static_cast<size_t>(k)];
   } else {
-    const auto chars = utf8_chars(obj.s);
     for (int64_t k : idx) out += chars[static_cast<size_t>(k)];
   }
   return Value::string(std::move(out));

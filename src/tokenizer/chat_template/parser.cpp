@@ -1,5 +1,6 @@
 #include "tokenizer/chat_template/parser.h"
 
+#include <cstdlib>
 #include <initializer_list>
 
 #include "core/error.h"
@@ -503,7 +504,8 @@ class Parser {
       case TokKind::Float: {
         next();
         auto e = make(ExprKind::Literal, t.pos);
-        e->literal = Value::number(std::stod(t.text));
+        // strtod, not stod: Python's float() makes 1e999 inf, where stod throws out_of_range.
+        e->literal = Value::number(std::strtod(t.text.c_str(), nullptr));
         return e;
       }
       case TokKind::Op:
@@ -552,7 +554,12 @@ class Parser {
         const Pos pos = next().pos;
         if (cur().kind == TokKind::Int) {
           auto idx = make(ExprKind::Literal, cur().pos);
-          idx->literal = Value::integer(std::stoll(next().text));
+          const Token& t = next();
+          try {
+            idx->literal = Value::integer(std::stoll(t.text));
+          } catch (const std::exception&) {
+            error(t, "integer literal out of range: " + t.text);
+          }
           e = binary(ExprKind::Index, pos, std::move(e), std::move(idx));
         } else {
           auto a = make(ExprKind::Attr, pos);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 #include <utf8proc.h>
@@ -171,8 +172,16 @@ std::string capitalize(std::string_view s) {
   return encode(cps);
 }
 
-std::string replace(std::string_view s, std::string_view old, std::string_view repl,
-                    int64_t count) {
+std::string replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count,
+                    size_t max_bytes) {
+  // Result size first: 'x' * 10**5 with every '' replaced by itself is 10 GB.
+  const auto n = static_cast<size_t>(py::count(s, old));  // `count` is the parameter here
+  const size_t times = count < 0 ? n : std::min<size_t>(n, static_cast<size_t>(count));
+  const size_t removed = old.empty() ? 0 : times * old.size();
+  if (repl.size() != 0 && times > (max_bytes + removed) / repl.size())
+    runtime_fail("template output exceeded " + std::to_string(max_bytes) + " bytes");
+  if (s.size() - removed + times * repl.size() > max_bytes)
+    runtime_fail("template output exceeded " + std::to_string(max_bytes) + " bytes");
   std::string out;
   if (old.empty()) {
     // Python inserts the replacement between every character (and at both ends).
@@ -311,7 +320,8 @@ std::string brace_format(const std::string& fmt, const CallArgs& args) {
         v = auto_index < args.positional.size() ? &args.positional[auto_index++] : nullptr;
       } else if (std::all_of(field.begin(), field.end(),
                              [](char d) { return d >= '0' && d <= '9'; })) {
-        const size_t k = std::stoul(field);
+        // More than 18 digits is past any argument list (and would make stoul throw).
+        const size_t k = field.size() > 18 ? SIZE_MAX : std::stoul(field);
         v = k < args.positional.size() ? &args.positional[k] : nullptr;
       } else {
         for (const auto& [key, val] : args.keyword)
@@ -319,6 +329,10 @@ std::string brace_format(const std::string& fmt, const CallArgs& args) {
       }
       if (!v) runtime_fail("format(): missing argument for {" + field + "}");
       if (!spec.empty() && (spec.back() == 'f' || spec.back() == 'd')) {
+        // The spec goes to snprintf: only flags, width and precision, never '*' (which would
+        // read an argument that is not there) or a length modifier.
+        if (spec.find_first_not_of("0123456789.+- #") < spec.size() - 1)
+          runtime_fail("format(): unsupported format spec '" + spec + "'");
         char buf[128];
         if (spec.back() == 'f')
           std::snprintf(buf, sizeof buf, ("%" + spec).c_str(), v->as_double());

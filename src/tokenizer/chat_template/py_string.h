@@ -28,7 +28,9 @@ std::string upper(std::string_view s);
 std::string lower(std::string_view s);
 std::string title(std::string_view s);       // str.title()
 std::string capitalize(std::string_view s);  // str.capitalize()
-std::string replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count);
+// Fails (template output exceeded) once the result would pass max_bytes, before building it.
+std::string replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count,
+                    size_t max_bytes);
 int64_t count(std::string_view s, std::string_view sub);
 // Code-point index of the first (or last) occurrence, -1 when absent.
 int64_t find(std::string_view s, std::string_view sub, bool last);

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/) with clang and runs each for SECONDS (default 30) on a
+# copy of its seed corpus. Fails when any target crashes, leaks, hangs past -timeout or runs
+# out of memory; the reproducer is kept in build-fuzz/artifacts/TARGET/.
+# Usage: tools/fuzz.sh [SECONDS] [TARGET...]     (LATHE_FUZZ_BUILD overrides build-fuzz)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_PER_TARGET="${1:-30}"
+shift || true
+TARGETS=("$@")
+if ((${#TARGETS[@]} == 0)); then
+  TARGETS=(fuzz_safetensors fuzz_config fuzz_tokenizer_load fuzz_tokenizer_encode
+    fuzz_chat_template fuzz_dataset)
+fi
+
+# The build dependencies and pyarrow's venv (tools/setup.sh, without its build).
+LATHE_SETUP_NO_BUILD=1 tools/setup.sh
+VENV="${LATHE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/venv}"
+# clang and libFuzzer's runtime (Debian 12: clang 14, whose libclang_rt.fuzzer is in
+# libclang-rt-14-dev); apt-get only when something is missing.
+need=()
+command -v clang++ >/dev/null 2>&1 || need+=(clang)
+if ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+  v="$(clang++ --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p')"
+  need+=("libclang-rt-${v:-14}-dev")
+fi
+if ((${#need[@]})); then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+BUILD="${LATHE_FUZZ_BUILD:-build-fuzz}"
+LAUNCHER=()
+if command -v ccache >/dev/null 2>&1; then
+  LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+# -O1 with line tables: fast enough to fuzz, quick to build, stacks name the line.
+CC=clang CXX=clang++ cmake -S . -B "$BUILD" -DLATHE_FUZZ=ON -DLATHE_BUILD_TESTS=OFF \
+  -DLATHE_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_CXX_FLAGS_FUZZ="-O1 -gline-tables-only" \
+  -DLATHE_PYTHON="$VENV/bin/python" "${LAUNCHER[@]}" >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" --target "${TARGETS[@]}"
+
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:allocator_may_return_null=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+failed=()
+for t in "${TARGETS[@]}"; do
+  corpus="$BUILD/corpus/$t"
+  artifacts="$BUILD/artifacts/$t"
+  mkdir -p "$corpus" "$artifacts"
+  # The run grows a copy of the seeds; the committed corpus stays the seeds only.
+  cp -n fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null || true
+  dict=()
+  [ -f "fuzz/$t.dict" ] && dict=(-dict="fuzz/$t.dict")
+  echo "fuzz: $t for ${SECONDS_PER_TARGET}s" >&2
+  if ! "$BUILD/fuzz/$t" "$corpus" "${dict[@]}" -max_total_time="$SECONDS_PER_TARGET" \
+    -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$artifacts/" >"$BUILD/$t.log" 2>&1; then
+    echo "fuzz: $t FAILED; log $BUILD/$t.log, reproducer in $artifacts/" >&2
+    grep -E "ERROR|SUMMARY|Test unit written" "$BUILD/$t.log" | head -5 >&2 || true
+    failed+=("$t")
+  fi
+  grep -E "^#[0-9]+ *DONE|stat::number_of_executed_units|stat::peak_rss_mb" "$BUILD/$t.log" >&2 || true
+done
+if ((${#failed[@]})); then
+  echo "fuzz: failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "fuzz: ${#TARGETS[@]} targets ran ${SECONDS_PER_TARGET}s each without a finding" >&2
