@@ -14,19 +14,21 @@ const Tensor* opt(const Tensor& t) {
 
 }  // namespace
 
-AttentionWeights load_attention(Weights& w, const std::string& prefix, const AttentionSpec& s) {
+AttentionWeights load_attention(Weights& w, const std::string& prefix, const AttentionSpec& s,
+                                const std::string& o_name) {
   AttentionWeights a;
   const int64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
   a.q = w.matrix(prefix + "q_proj.weight", {q_out, s.hidden});
   a.k = w.matrix(prefix + "k_proj.weight", {kv_out, s.hidden});
   a.v = w.matrix(prefix + "v_proj.weight", {kv_out, s.hidden});
-  a.o = w.matrix(prefix + "o_proj.weight", {s.hidden, q_out});
+  a.o = w.matrix(prefix + o_name + ".weight", {s.hidden, q_out});
   if (s.qkv_bias) {
     a.q_bias = w.vector(prefix + "q_proj.bias", {q_out});
     a.k_bias = w.vector(prefix + "k_proj.bias", {kv_out});
     a.v_bias = w.vector(prefix + "v_proj.bias", {kv_out});
   }
-  if (s.o_bias) a.o_bias = w.vector(prefix + "o_proj.bias", {s.hidden});
+  if (s.o_bias) a.o_bias = w.vector(prefix + o_name + ".bias", {s.hidden});
+  if (s.qk_layer_norm) return a;  // the model file loads LayerNorm q/k norms
   switch (s.qk_norm) {
     case QkNorm::None:
       break;
@@ -48,17 +50,27 @@ Tensor self_attention(Context& ctx, const Tensor& x, const AttentionWeights& w,
   const int64_t n = x.dim(0);
   Tensor q = ops::linear(ctx, x, w.q, opt(w.q_bias));
   Tensor k = ops::linear(ctx, x, w.k, opt(w.k_bias));
+  Tensor v = ops::linear(ctx, x, w.v, opt(w.v_bias));
+  if (s.clip_qkv > 0) {  // OlmoAttention clamps the projections before anything else
+    ops::clamp_inplace(q, s.clip_qkv);
+    ops::clamp_inplace(k, s.clip_qkv);
+    ops::clamp_inplace(v, s.clip_qkv);
+  }
+  auto norm = [&](const Tensor& t, const Tensor& weight, const Tensor& bias) {
+    return s.qk_layer_norm ? ops::layer_norm(t, opt(weight), opt(bias), s.norm_eps)
+                           : ops::rms_norm(t, weight, s.norm_eps, s.norm_offset);
+  };
   // Olmo2Attention normalises the flat projections; Qwen3/Gemma3 each head after reshaping.
   if (s.qk_norm == QkNorm::AcrossHeads) {
-    q = ops::rms_norm(q, w.q_norm, s.norm_eps, s.norm_offset);
-    k = ops::rms_norm(k, w.k_norm, s.norm_eps, s.norm_offset);
+    q = norm(q, w.q_norm, w.q_norm_bias);
+    k = norm(k, w.k_norm, w.k_norm_bias);
   }
   q = q.reshape({n, s.heads, s.head_dim});
   k = k.reshape({n, s.kv_heads, s.head_dim});
-  Tensor v = ops::linear(ctx, x, w.v, opt(w.v_bias)).reshape({n, s.kv_heads, s.head_dim});
+  v = v.reshape({n, s.kv_heads, s.head_dim});
   if (s.qk_norm == QkNorm::PerHead) {
-    q = ops::rms_norm(q, w.q_norm, s.norm_eps, s.norm_offset);
-    k = ops::rms_norm(k, w.k_norm, s.norm_eps, s.norm_offset);
+    q = norm(q, w.q_norm, w.q_norm_bias);
+    k = norm(k, w.k_norm, w.k_norm_bias);
   }
   if (s.rope) {
     ops::rope(q, cos, sin, s.rope_layout);
@@ -99,15 +111,63 @@ Tensor gated_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w, ops::A
   return ops::linear(ctx, ops::act_mul(act, gate, up), w.down, opt(w.down_bias));
 }
 
+GatedMlpWeights load_linear_mlp(Weights& w, const std::string& prefix, const std::string& up,
+                                const std::string& down, int64_t hidden, int64_t intermediate,
+                                bool bias) {
+  GatedMlpWeights m;
+  m.up = w.matrix(prefix + up + ".weight", {intermediate, hidden});
+  m.down = w.matrix(prefix + down + ".weight", {hidden, intermediate});
+  if (bias) {
+    m.up_bias = w.vector(prefix + up + ".bias", {intermediate});
+    m.down_bias = w.vector(prefix + down + ".bias", {hidden});
+  }
+  return m;
+}
+
+void parallel_residual(Tensor& x, const Tensor& a, const Tensor& m) {
+  ops::add_inplace(x, ops::add(a, m));
+}
+
 ops::Activation read_activation(const JsonFields& f, const std::string& field,
                                 const std::string& fallback, const std::string& architecture) {
   const std::string act = f.get_or<std::string>(field, fallback);
   if (act == "silu" || act == "swish") return ops::Activation::Silu;
   if (act == "gelu") return ops::Activation::Gelu;
-  if (act == "gelu_pytorch_tanh") return ops::Activation::GeluTanh;
+  // NewGELUActivation ("gelu_new") is the same tanh approximation.
+  if (act == "gelu_pytorch_tanh" || act == "gelu_new") return ops::Activation::GeluTanh;
   if (act == "relu2") return ops::Activation::Relu2;
-  fail(f.origin(), ": field \"", field, "\" is \"", act, "\"; ", architecture,
-       " in lathe implements \"silu\", \"gelu\", \"gelu_pytorch_tanh\" and \"relu2\"");
+  fail(
+      f.origin(), ": field \"", field, "\" is \"", act, "\"; ", architecture,
+      " in lathe implements \"silu\", \"gelu\", \"gelu_pytorch_tanh\", \"gelu_new\" and \"relu2\"");
+}
+
+NormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim, bool weight,
+                            bool bias) {
+  NormWeights n;
+  if (weight) n.weight = w.vector(prefix + "weight", {dim});
+  if (bias) n.bias = w.vector(prefix + "bias", {dim});
+  return n;
+}
+
+Tensor layer_norm(const Tensor& x, const NormWeights& w, float eps) {
+  return ops::layer_norm(x, opt(w.weight), opt(w.bias), eps);
+}
+
+Tensor row_blocks(const Tensor& t, int64_t block, int64_t begin, int64_t count) {
+  if (t.rank() < 1 || t.rank() > 2 || block <= 0 || t.dim(0) % block != 0 || begin < 0 ||
+      count < 0 || begin + count > block)
+    fail("internal: row_blocks: rows [", begin, ", ", begin + count, ") of blocks of ", block,
+         " in ", shape_str(t.shape()));
+  const int64_t blocks = t.dim(0) / block;
+  Shape shape = t.shape();
+  shape[0] = blocks * count;
+  Tensor y = Tensor::zeros(t.dtype(), shape);
+  const size_t row = static_cast<size_t>(t.rank() == 2 ? t.dim(1) : 1) * dtype_size(t.dtype());
+  for (int64_t b = 0; b < blocks; ++b)
+    std::memcpy(static_cast<uint8_t*>(y.mut<void>()) + static_cast<size_t>(b * count) * row,
+                t.data<uint8_t>() + static_cast<size_t>(b * block + begin) * row,
+                static_cast<size_t>(count) * row);
+  return y;
 }
 
 Tensor matrix_rows(const Tensor& m, int64_t begin, int64_t count) {
@@ -124,6 +184,28 @@ Tensor matrix_rows(const Tensor& m, int64_t begin, int64_t count) {
 float read_nullable_float(const JsonFields& f, const std::string& field, float fallback) {
   if (!f.json().contains(field)) return fallback;
   return static_cast<float>(f.get_or<double>(field, 0.0));
+}
+
+void check_sizes(const JsonFields& f,
+                 std::initializer_list<std::pair<const char*, int64_t>> sizes) {
+  for (auto [name, v] : sizes)
+    if (v <= 0 || v > (int64_t{1} << 31))
+      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
+}
+
+Json with_legacy_rope_fields(const JsonFields& f, const char* theta_field, double theta,
+                             const char* partial_field, double partial) {
+  Json c = f.json();
+  Json p = f.has("rope_scaling")      ? f.at("rope_scaling")
+           : f.has("rope_parameters") ? f.at("rope_parameters")
+                                      : Json::object();
+  if (!p.is_object()) fail(f.origin(), ": field \"rope_parameters\" must be an object");
+  if (!p.contains("rope_theta")) p["rope_theta"] = f.get_or<double>(theta_field, theta);
+  if (!p.contains("partial_rotary_factor"))
+    p["partial_rotary_factor"] = f.get_or<double>(partial_field, partial);
+  c.erase("rope_scaling");
+  c["rope_parameters"] = p;
+  return c;
 }
 
 void check_cache_room(const KVCache& cache, int64_t n) {

@@ -16,14 +16,6 @@ struct Starcoder2Config {
   ops::Activation act = ops::Activation::GeluTanh;
 };
 
-struct LayerNormWeights {
-  Tensor weight, bias;
-};
-
-LayerNormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim) {
-  return {w.vector(prefix + "weight", {dim}), w.vector(prefix + "bias", {dim})};
-}
-
 class Starcoder2Model : public Model {
  public:
   Starcoder2Model(const Checkpoint& ckpt, Starcoder2Config cfg, const ModelOptions& opts)
@@ -81,21 +73,21 @@ class Starcoder2Model : public Model {
   }
 
  private:
-  Tensor norm(const Tensor& x, const LayerNormWeights& w) const {
-    return ops::layer_norm(x, w.weight, &w.bias, cfg_.norm_epsilon);
+  Tensor norm(const Tensor& x, const NormWeights& w) const {
+    return layer_norm(x, w, cfg_.norm_epsilon);
   }
   static const Tensor* bias(const Tensor& t) { return t.defined() ? &t : nullptr; }
 
   struct Layer {
     AttentionSpec spec;
-    LayerNormWeights attn_norm, mlp_norm;
+    NormWeights attn_norm, mlp_norm;
     AttentionWeights attn;
     Tensor fc, fc_bias, proj, proj_bias;
   };
   Starcoder2Config cfg_;
   Rope rope_;
   Tensor embed_, lm_head_;
-  LayerNormWeights final_norm_;
+  NormWeights final_norm_;
   std::vector<Layer> layers_;
 };
 

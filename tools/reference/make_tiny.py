@@ -61,8 +61,12 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         if tied and tname == "lm_head.weight":
             continue
         shape = list(tensor.shape)
-        center, scale = weightgen.init_rule(tname, shape)
-        if "embed_tokens" in tname and "embed_scale" in spec:
+        if not shape:
+            # Scalar buffers (XIELUActivation beta, eps) keep the value the model gave them.
+            center, scale = float(tensor), 0.0
+        else:
+            center, scale = weightgen.init_rule(tname, shape)
+        if weightgen.is_embedding(tname) and "embed_scale" in spec:
             scale = spec["embed_scale"]
         entries.append({"name": tname, "shape": shape, "center": center, "scale": scale})
         new_state[tname] = torch.from_numpy(weightgen.generate(seed, tname, shape, center, scale))
@@ -71,7 +75,7 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     assert set(missing) <= {"lm_head.weight"} and (tied or not missing), missing
     if tied:
         model.tie_weights()
-        assert torch.equal(model.lm_head.weight, new_state["model.embed_tokens.weight"])
+        assert torch.equal(model.lm_head.weight, model.get_input_embeddings().weight)
     (out / "weights.json").write_text(
         json.dumps({"seed": seed, "generator": "splitmix64-fnv1a-v1", "tensors": entries}, indent=1)
         + "\n")

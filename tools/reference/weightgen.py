@@ -36,6 +36,18 @@ def generate(seed: int, name: str, shape, center: float, scale: float) -> np.nda
     return values.astype(np.float32).reshape(shape)
 
 
+# Input embeddings by their names in transformers (Llama-style, GPTNeoX, GPT-J).
+EMBEDDINGS = ("embed_tokens.weight", "embed_in.weight", "wte.weight")
+# The projections that end a residual branch (attention output, MLP output).
+RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight", "attention.dense.weight",
+                    "self_attn.dense.weight", "dense_4h_to_h.weight", "attn.out_proj.weight",
+                    "mlp.fc_out.weight", "mlp.fc2.weight")
+
+
+def is_embedding(name: str) -> bool:
+    return name.endswith(EMBEDDINGS)
+
+
 def init_rule(name: str, shape) -> tuple[float, float]:
     """(center, scale) for a tensor: unit-variance linears, wide embeddings so greedy
     choices have clear margins, norms near one, small biases."""
@@ -43,12 +55,12 @@ def init_rule(name: str, shape) -> tuple[float, float]:
         if name.endswith("bias"):
             return 0.0, 0.2
         return 1.0, 0.2
-    if "embed_tokens" in name or name.startswith("lm_head"):
+    if is_embedding(name) or name.startswith(("lm_head", "embed_out")):
         return 0.0, 1.0
     fan_in = shape[-1]
     scale = float(np.sqrt(3.0 / fan_in))
     # Residual-branch outputs are widened so that layers, not the token's own embedding,
     # decide the next token (otherwise tied models just repeat their input).
-    if name.endswith(("o_proj.weight", "down_proj.weight")):
+    if name.endswith(RESIDUAL_OUTPUTS):
         scale *= 3.0
     return 0.0, scale
