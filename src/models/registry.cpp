@@ -33,6 +33,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "Llama with q/k/v biases apart from the output bias, head_dim 128 by default"},
       {"Ernie4_5ForCausalLM", "ernie4_5", load_ernie4_5,
        "Llama with interleaved rotary pairs and one use_bias switch for every projection"},
+      {"GPTNeoXForCausalLM", "gpt_neox", load_gpt_neox,
+       "LayerNorm blocks, parallel or sequential residual, per-head fused qkv, partial rotary"},
   };
   return table;
 }
