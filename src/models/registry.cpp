@@ -35,6 +35,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "Llama with interleaved rotary pairs and one use_bias switch for every projection"},
       {"GPTNeoXForCausalLM", "gpt_neox", load_gpt_neox,
        "LayerNorm blocks, parallel or sequential residual, per-head fused qkv, partial rotary"},
+      {"GPTJForCausalLM", "gptj", load_gptj,
+       "parallel attention + MLP off one LayerNorm, interleaved partial rotary, lm_head bias"},
   };
   return table;
 }
