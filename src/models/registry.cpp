@@ -37,6 +37,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "LayerNorm blocks, parallel or sequential residual, per-head fused qkv, partial rotary"},
       {"GPTJForCausalLM", "gptj", load_gptj,
        "parallel attention + MLP off one LayerNorm, interleaved partial rotary, lm_head bias"},
+      {"PhiForCausalLM", "phi", load_phi,
+       "parallel attention + MLP off one LayerNorm, partial rotary, optional q/k LayerNorm"},
   };
   return table;
 }
