@@ -170,6 +170,20 @@ Tensor row_blocks(const Tensor& t, int64_t block, int64_t begin, int64_t count) 
   return y;
 }
 
+Tensor stack_rows(const std::vector<Tensor>& rows) {
+  if (rows.empty()) fail("internal: stack_rows: no rows");
+  const int64_t n = rows[0].numel();
+  Tensor y = Tensor::zeros(DType::F32, {static_cast<int64_t>(rows.size()), n});
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r].dtype() != DType::F32 || rows[r].numel() != n)
+      fail("internal: stack_rows: row ", r, " ", shape_str(rows[r].shape()), " of ",
+           dtype_name(rows[r].dtype()));
+    std::memcpy(y.mut<float>() + static_cast<int64_t>(r) * n, rows[r].data<float>(),
+                static_cast<size_t>(n) * sizeof(float));
+  }
+  return y;
+}
+
 Tensor matrix_rows(const Tensor& m, int64_t begin, int64_t count) {
   if (m.rank() != 2 || begin < 0 || count < 0 || begin + count > m.dim(0))
     fail("internal: matrix_rows: rows [", begin, ", ", begin + count, ") of ",

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "models/model.h"
 #include "models/rope.h"
@@ -104,6 +105,10 @@ Tensor layer_norm(const Tensor& x, const NormWeights& w, float eps);
 // count), copied once at load: splits GPTNeoX's query_key_value, laid out per head as
 // [q_h; k_h; v_h] for each head h.
 Tensor row_blocks(const Tensor& t, int64_t block, int64_t begin, int64_t count);
+
+// Equal-length F32 vectors stacked as the rows of a [count, n] tensor, built once at load
+// (StableLmLayerNormPerHead's norms.<h>.weight as one per-head weight).
+Tensor stack_rows(const std::vector<Tensor>& rows);
 
 // Rows [begin, begin + count) of a matrix, copied once at load: splits fused projections
 // (Phi3 qkv_proj, gate_up_proj) into the separate matrices the graph uses.

@@ -39,6 +39,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "parallel attention + MLP off one LayerNorm, interleaved partial rotary, lm_head bias"},
       {"PhiForCausalLM", "phi", load_phi,
        "parallel attention + MLP off one LayerNorm, partial rotary, optional q/k LayerNorm"},
+      {"StableLmForCausalLM", "stablelm", load_stablelm,
+       "LayerNorm blocks, optional parallel residual, per-head q/k LayerNorm, partial rotary"},
   };
   return table;
 }
