@@ -41,6 +41,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "parallel attention + MLP off one LayerNorm, partial rotary, optional q/k LayerNorm"},
       {"StableLmForCausalLM", "stablelm", load_stablelm,
        "LayerNorm blocks, optional parallel residual, per-head q/k LayerNorm, partial rotary"},
+      {"OlmoForCausalLM", "olmo", load_olmo,
+       "Llama with parameter-free LayerNorms and optional q/k/v clipping (clip_qkv)"},
   };
   return table;
 }
