@@ -43,6 +43,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "LayerNorm blocks, optional parallel residual, per-head q/k LayerNorm, partial rotary"},
       {"OlmoForCausalLM", "olmo", load_olmo,
        "Llama with parameter-free LayerNorms and optional q/k/v clipping (clip_qkv)"},
+      {"CohereForCausalLM", "cohere", load_cohere,
+       "parallel block, bias-free LayerNorm, interleaved rotary, per-head q/k norm, logit_scale"},
   };
   return table;
 }

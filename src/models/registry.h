@@ -47,5 +47,6 @@ std::unique_ptr<Model> load_gptj(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_phi(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_stablelm(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_olmo(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_cohere(const Checkpoint&, const ModelOptions&);
 
 }  // namespace lathe
