@@ -45,6 +45,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "Llama with parameter-free LayerNorms and optional q/k/v clipping (clip_qkv)"},
       {"CohereForCausalLM", "cohere", load_cohere,
        "parallel block, bias-free LayerNorm, interleaved rotary, per-head q/k norm, logit_scale"},
+      {"Glm4ForCausalLM", "glm4", load_glm4,
+       "sandwich RMSNorms, interleaved partial rotary, q/k/v biases, fused gate_up_proj"},
   };
   return table;
 }
