@@ -47,6 +47,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "parallel block, bias-free LayerNorm, interleaved rotary, per-head q/k norm, logit_scale"},
       {"Glm4ForCausalLM", "glm4", load_glm4,
        "sandwich RMSNorms, interleaved partial rotary, q/k/v biases, fused gate_up_proj"},
+      {"Exaone4ForCausalLM", "exaone4", load_exaone4,
+       "post-norm block, per-head q/k RMSNorm, sliding/full layers with rotary on sliding only"},
   };
   return table;
 }
