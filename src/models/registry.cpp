@@ -49,6 +49,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "sandwich RMSNorms, interleaved partial rotary, q/k/v biases, fused gate_up_proj"},
       {"Exaone4ForCausalLM", "exaone4", load_exaone4,
        "post-norm block, per-head q/k RMSNorm, sliding/full layers with rotary on sliding only"},
+      {"ApertusForCausalLM", "apertus", load_apertus,
+       "Llama with per-head q/k RMSNorm, ungated xIELU MLP with learned alphas, llama3 rotary"},
   };
   return table;
 }

@@ -50,5 +50,6 @@ std::unique_ptr<Model> load_olmo(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_cohere(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_glm4(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_exaone4(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_apertus(const Checkpoint&, const ModelOptions&);
 
 }  // namespace lathe
