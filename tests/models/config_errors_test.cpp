@@ -113,11 +113,11 @@ TEST(ConfigErrors, NeoxFamilyAndLaterArchitectures) {
       "exaone4_untied_sliding_pattern", [](Json& c) { c["sliding_window_pattern"] = "LLLG"; },
       "field \"sliding_window_pattern\" is \"LLLG\"");
   expect_error(
-      "apertus_tied_bias_default_rope", [](Json& c) { c["hidden_act"] = "relu"; },
-      "field \"hidden_act\" is \"relu\"");
+      "apertus_tied_bias_default_rope", [](Json& c) { c["hidden_act"] = "quick_gelu"; },
+      "field \"hidden_act\" is \"quick_gelu\"");
   expect_error(
-      "phi_untied_qk_layernorm", [](Json& c) { c["hidden_act"] = "relu"; },
-      "field \"hidden_act\" is \"relu\"");
+      "phi_untied_qk_layernorm", [](Json& c) { c["hidden_act"] = "quick_gelu"; },
+      "field \"hidden_act\" is \"quick_gelu\"");
 }
 
 }  // namespace
