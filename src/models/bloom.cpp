@@ -42,7 +42,7 @@ class BloomModel : public Model {
       l.attn.o = w.matrix(p + "self_attention.dense.weight", {h, h});
       l.attn.o_bias = w.vector(p + "self_attention.dense.bias", {h});
       l.mlp_norm = load_layer_norm(w, p + "post_attention_layernorm.", h);
-      l.mlp = load_mlp(w, p + "mlp.dense_h_to_4h", p + "mlp.dense_4h_to_h", h, 4 * h, true);
+      l.mlp = load_linear_mlp(w, p + "mlp.", "dense_h_to_4h", "dense_4h_to_h", h, 4 * h);
       layers_.push_back(std::move(l));
     }
     final_norm_ = load_layer_norm(w, base + "ln_f.", h);
@@ -82,14 +82,14 @@ class BloomModel : public Model {
 
  private:
   struct Layer {
-    LayerNormWeights attn_norm, mlp_norm;
+    NormWeights attn_norm, mlp_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   BloomConfig cfg_;
   std::vector<float> slopes_;
   Tensor embed_, lm_head_;
-  LayerNormWeights embed_norm_, final_norm_;
+  NormWeights embed_norm_, final_norm_;
   std::vector<Layer> layers_;
 };
 

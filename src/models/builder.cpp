@@ -15,19 +15,21 @@ const Tensor* opt(const Tensor& t) {
 
 }  // namespace
 
-AttentionWeights load_attention(Weights& w, const std::string& prefix, const AttentionSpec& s) {
+AttentionWeights load_attention(Weights& w, const std::string& prefix, const AttentionSpec& s,
+                                const std::string& o_name) {
   AttentionWeights a;
   const int64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
   a.q = w.matrix(prefix + "q_proj.weight", {q_out, s.hidden});
   a.k = w.matrix(prefix + "k_proj.weight", {kv_out, s.hidden});
   a.v = w.matrix(prefix + "v_proj.weight", {kv_out, s.hidden});
-  a.o = w.matrix(prefix + "o_proj.weight", {s.hidden, q_out});
+  a.o = w.matrix(prefix + o_name + ".weight", {s.hidden, q_out});
   if (s.qkv_bias) {
     a.q_bias = w.vector(prefix + "q_proj.bias", {q_out});
     a.k_bias = w.vector(prefix + "k_proj.bias", {kv_out});
     a.v_bias = w.vector(prefix + "v_proj.bias", {kv_out});
   }
-  if (s.o_bias) a.o_bias = w.vector(prefix + "o_proj.bias", {s.hidden});
+  if (s.o_bias) a.o_bias = w.vector(prefix + o_name + ".bias", {s.hidden});
+  if (s.qk_layer_norm) return a;  // the model file loads LayerNorm q/k norms
   switch (s.qk_norm) {
     case QkNorm::None:
       break;
@@ -49,17 +51,27 @@ Tensor self_attention(Context& ctx, const Tensor& x, const AttentionWeights& w,
   const int64_t n = x.dim(0);
   Tensor q = ops::linear(ctx, x, w.q, opt(w.q_bias));
   Tensor k = ops::linear(ctx, x, w.k, opt(w.k_bias));
+  Tensor v = ops::linear(ctx, x, w.v, opt(w.v_bias));
+  if (s.clip_qkv > 0) {  // OlmoAttention clamps the projections before anything else
+    ops::clamp_inplace(q, s.clip_qkv);
+    ops::clamp_inplace(k, s.clip_qkv);
+    ops::clamp_inplace(v, s.clip_qkv);
+  }
+  auto norm = [&](const Tensor& t, const Tensor& weight, const Tensor& bias) {
+    return s.qk_layer_norm ? ops::layer_norm(t, opt(weight), opt(bias), s.norm_eps)
+                           : ops::rms_norm(t, weight, s.norm_eps, s.norm_offset);
+  };
   // Olmo2Attention normalises the flat projections; Qwen3/Gemma3 each head after reshaping.
   if (s.qk_norm == QkNorm::AcrossHeads) {
-    q = ops::rms_norm(q, w.q_norm, s.norm_eps, s.norm_offset);
-    k = ops::rms_norm(k, w.k_norm, s.norm_eps, s.norm_offset);
+    q = norm(q, w.q_norm, w.q_norm_bias);
+    k = norm(k, w.k_norm, w.k_norm_bias);
   }
   q = q.reshape({n, s.heads, s.head_dim});
   k = k.reshape({n, s.kv_heads, s.head_dim});
-  Tensor v = ops::linear(ctx, x, w.v, opt(w.v_bias)).reshape({n, s.kv_heads, s.head_dim});
+  v = v.reshape({n, s.kv_heads, s.head_dim});
   if (s.qk_norm == QkNorm::PerHead) {
-    q = ops::rms_norm(q, w.q_norm, s.norm_eps, s.norm_offset);
-    k = ops::rms_norm(k, w.k_norm, s.norm_eps, s.norm_offset);
+    q = norm(q, w.q_norm, w.q_norm_bias);
+    k = norm(k, w.k_norm, w.k_norm_bias);
   }
   if (s.rope) {
     ops::rope(q, cos, sin, s.rope_layout);
@@ -166,32 +178,16 @@ Tensor learned_positions(const Tensor& table, int64_t pos0, int64_t n, int64_t o
   return ops::embedding(table, ids);
 }
 
-void add_parallel_branches(Tensor& x, const Tensor& attn, Tensor mlp) {
-  ops::add_inplace(mlp, attn);  // FalconDecoderLayer: mlp_output += attention_output
-  ops::add_inplace(x, mlp);     // then residual + mlp_output
-}
-
-LayerNormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim, bool bias) {
-  LayerNormWeights n;
-  n.weight = w.vector(prefix + "weight", {dim});
+NormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim, bool weight,
+                            bool bias) {
+  NormWeights n;
+  if (weight) n.weight = w.vector(prefix + "weight", {dim});
   if (bias) n.bias = w.vector(prefix + "bias", {dim});
   return n;
 }
 
-Tensor layer_norm(const Tensor& x, const LayerNormWeights& w, float eps) {
-  return ops::layer_norm(x, w.weight, opt(w.bias), eps);
-}
-
-GatedMlpWeights load_mlp(Weights& w, const std::string& up, const std::string& down, int64_t hidden,
-                         int64_t intermediate, bool bias) {
-  GatedMlpWeights m;
-  m.up = w.matrix(up + ".weight", {intermediate, hidden});
-  m.down = w.matrix(down + ".weight", {hidden, intermediate});
-  if (bias) {
-    m.up_bias = w.vector(up + ".bias", {intermediate});
-    m.down_bias = w.vector(down + ".bias", {hidden});
-  }
-  return m;
+Tensor layer_norm(const Tensor& x, const NormWeights& w, float eps) {
+  return ops::layer_norm(x, opt(w.weight), opt(w.bias), eps);
 }
 
 GatedMlpWeights load_gated_mlp(Weights& w, const std::string& prefix, int64_t hidden,
@@ -222,6 +218,23 @@ Tensor gated_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w, ops::A
   return ops::linear(ctx, ops::act_mul(act, gate, up), w.down, opt(w.down_bias));
 }
 
+GatedMlpWeights load_linear_mlp(Weights& w, const std::string& prefix, const std::string& up,
+                                const std::string& down, int64_t hidden, int64_t intermediate,
+                                bool bias) {
+  GatedMlpWeights m;
+  m.up = w.matrix(prefix + up + ".weight", {intermediate, hidden});
+  m.down = w.matrix(prefix + down + ".weight", {hidden, intermediate});
+  if (bias) {
+    m.up_bias = w.vector(prefix + up + ".bias", {intermediate});
+    m.down_bias = w.vector(prefix + down + ".bias", {hidden});
+  }
+  return m;
+}
+
+void parallel_residual(Tensor& x, const Tensor& a, const Tensor& m) {
+  ops::add_inplace(x, ops::add(a, m));  // a + m == m + a (FalconDecoderLayer's order) exactly
+}
+
 ops::Activation read_activation(const JsonFields& f, const std::string& field,
                                 const std::string& fallback, const std::string& architecture) {
   const std::string act = f.get_or<std::string>(field, fallback);
@@ -234,6 +247,20 @@ ops::Activation read_activation(const JsonFields& f, const std::string& field,
   fail(f.origin(), ": field \"", field, "\" is \"", act, "\"; ", architecture,
        " in lathe implements \"silu\", \"gelu\", \"gelu_pytorch_tanh\", \"gelu_new\", "
        "\"relu\" and \"relu2\"");
+}
+
+Tensor stack_rows(const std::vector<Tensor>& rows) {
+  if (rows.empty()) fail("internal: stack_rows: no rows");
+  const int64_t n = rows[0].numel();
+  Tensor y = Tensor::zeros(DType::F32, {static_cast<int64_t>(rows.size()), n});
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r].dtype() != DType::F32 || rows[r].numel() != n)
+      fail("internal: stack_rows: row ", r, " ", shape_str(rows[r].shape()), " of ",
+           dtype_name(rows[r].dtype()));
+    std::memcpy(y.mut<float>() + static_cast<int64_t>(r) * n, rows[r].data<float>(),
+                static_cast<size_t>(n) * sizeof(float));
+  }
+  return y;
 }
 
 Tensor matrix_rows(const Tensor& m, int64_t begin, int64_t count) {
@@ -255,6 +282,28 @@ float read_nullable_float(const JsonFields& f, const std::string& field, float f
 int64_t read_int_alias(const JsonFields& f, const std::string& field, const std::string& alias,
                        int64_t fallback) {
   return f.has(field) ? f.get<int64_t>(field) : f.get_or<int64_t>(alias, fallback);
+}
+
+void check_sizes(const JsonFields& f,
+                 std::initializer_list<std::pair<const char*, int64_t>> sizes) {
+  for (auto [name, v] : sizes)
+    if (v <= 0 || v > (int64_t{1} << 31))
+      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
+}
+
+Json with_legacy_rope_fields(const JsonFields& f, const char* theta_field, double theta,
+                             const char* partial_field, double partial) {
+  Json c = f.json();
+  Json p = f.has("rope_scaling")      ? f.at("rope_scaling")
+           : f.has("rope_parameters") ? f.at("rope_parameters")
+                                      : Json::object();
+  if (!p.is_object()) fail(f.origin(), ": field \"rope_parameters\" must be an object");
+  if (!p.contains("rope_theta")) p["rope_theta"] = f.get_or<double>(theta_field, theta);
+  if (!p.contains("partial_rotary_factor"))
+    p["partial_rotary_factor"] = f.get_or<double>(partial_field, partial);
+  c.erase("rope_scaling");
+  c["rope_parameters"] = p;
+  return c;
 }
 
 void check_cache_room(const KVCache& cache, int64_t n) {

@@ -2,8 +2,10 @@
 // file composes them; nothing here knows an architecture by name.
 #pragma once
 
+#include <initializer_list>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/model.h"
@@ -36,19 +38,27 @@ struct AttentionSpec {
   float softcap = 0;      // Gemma2 attn_logit_softcapping (0: none)
   bool rope = true;       // SmolLM3 no_rope_layers: false skips rotary on this layer
   ops::RopeLayout rope_layout = ops::RopeLayout::HalfSplit;  // Ernie4_5: Interleaved
+  // q/k norms are LayerNorms (Phi, StableLm, Cohere), not RMSNorms; their weights are loaded
+  // by the model file (names and shapes differ), per head: [head_dim] or [heads, head_dim].
+  bool qk_layer_norm = false;
+  float clip_qkv = 0;  // Olmo clip_qkv: q, k and v clamped to [-clip, clip] (0: none)
 };
 
 struct AttentionWeights {
   Tensor q, k, v, o;
   Tensor q_bias, k_bias, v_bias, o_bias;  // undefined when the spec has none
   Tensor q_norm, k_norm;
+  Tensor q_norm_bias, k_norm_bias;  // LayerNorm q/k norms with a bias (Phi)
 };
 
-// Loads prefix + {q,k,v,o}_proj.weight (and biases, q_norm/k_norm) as the HF layout has them.
-AttentionWeights load_attention(Weights& w, const std::string& prefix, const AttentionSpec& s);
+// Loads prefix + {q,k,v,o}_proj.weight (and biases, RMS q_norm/k_norm) as the HF layout has
+// them; `o_name` names the output projection where it is not o_proj (GPTJ out_proj, Phi dense).
+AttentionWeights load_attention(Weights& w, const std::string& prefix, const AttentionSpec& s,
+                                const std::string& o_name = "o_proj");
 
 // Self-attention of x [tokens, hidden] at positions cache.length..: projections, optional
-// q/k norm, rotary, cache append, causal (windowed) attention, output projection.
+// clipping and q/k norm, rotary (on the first rot_dim of each head when cos/sin are narrower
+// than head_dim: partial rotary), cache append, causal (windowed) attention, output projection.
 // transformers LlamaAttention / Qwen2Attention / Qwen3Attention. `position_bias` [heads,
 // >= pos0 + tokens], when given, is added to the scaled scores (ALiBi: alibi_bias below).
 Tensor self_attention(Context& ctx, const Tensor& x, const AttentionWeights& w,
@@ -60,7 +70,7 @@ Tensor self_attention(Context& ctx, const Tensor& x, const AttentionWeights& w,
 // fused rows as `groups` equal blocks, each of heads/groups query heads, then kv_heads/groups
 // key heads, then as many value heads, head_dim rows per head:
 //   groups 1:                  [q | k | v]      Phi3, GPT-2, GPTBigCode and Falcon multi_query
-//   groups = heads = kv_heads: per head [q k v]  Bloom, GPTBigCode and Falcon without MQA
+//   groups = heads = kv_heads: per head [q k v]  GPTNeoX, Bloom, GPTBigCode and Falcon without MQA
 //   groups = kv_heads:         per kv head [q.. k v]  Falcon new_decoder_architecture
 struct FusedQkv {
   Tensor q, k, v;
@@ -86,17 +96,15 @@ Tensor alibi_bias(std::span<const float> slopes, int64_t length);
 // sequence past the table is an error naming max_position_embeddings.
 Tensor learned_positions(const Tensor& table, int64_t pos0, int64_t n, int64_t offset = 0);
 
-// The parallel residual of Falcon (parallel_attn, new_decoder_architecture): attention and
-// MLP both read the block input and x becomes x + (mlp + attn), summed in transformers' order.
-void add_parallel_branches(Tensor& x, const Tensor& attn, Tensor mlp);
-
-// torch.nn.LayerNorm's weight and bias (bias undefined for bias=False).
-struct LayerNormWeights {
+// A LayerNorm's parameters; either may be undefined (no weight: OlmoLayerNorm, OPT
+// layer_norm_elementwise_affine false; no bias: CohereLayerNorm, nn.LayerNorm(bias=False)).
+struct NormWeights {
   Tensor weight, bias;
 };
-LayerNormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim,
-                                 bool bias = true);
-Tensor layer_norm(const Tensor& x, const LayerNormWeights& w, float eps);
+NormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim, bool weight = true,
+                            bool bias = true);
+// torch.nn.LayerNorm of x over its last dimension with these parameters.
+Tensor layer_norm(const Tensor& x, const NormWeights& w, float eps);
 
 struct GatedMlpWeights {
   Tensor gate, up, down;
@@ -105,24 +113,45 @@ struct GatedMlpWeights {
 // gated = false loads only up_proj and down_proj (an ungated MLP, as ArceeMLP).
 GatedMlpWeights load_gated_mlp(Weights& w, const std::string& prefix, int64_t hidden,
                                int64_t intermediate, bool bias, bool gated = true);
-// An ungated MLP down(act(up(x))) under the checkpoint's own names (OPT fc1 / fc2, Bloom and
-// Falcon dense_h_to_4h / dense_4h_to_h), given in full up to ".weight"; run it with gated_mlp.
-GatedMlpWeights load_mlp(Weights& w, const std::string& up, const std::string& down, int64_t hidden,
-                         int64_t intermediate, bool bias);
 // down(silu(gate(x)) * up(x))   (transformers LlamaMLP)
 Tensor swiglu_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w);
 // down(act(gate(x)) * up(x))   (transformers GemmaMLP with ACT2FN[hidden_act]), or
 // down(act(up(x))) when the weights have no gate.
 Tensor gated_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w, ops::Activation act);
 
+// up/down without a gate and with biases by default, under the given names: an ungated MLP
+// down(act(up(x))), run with gated_mlp, such as GPTNeoXMLP, BloomMLP and FalconMLP
+// (dense_h_to_4h, dense_4h_to_h), PhiMLP and OPT (fc1, fc2), GPTJMLP (fc_in, fc_out).
+GatedMlpWeights load_linear_mlp(Weights& w, const std::string& prefix, const std::string& up,
+                                const std::string& down, int64_t hidden, int64_t intermediate,
+                                bool bias = true);
+
+// x += a + m: the parallel attention + MLP residual (GPTNeoX use_parallel_residual, GPT-J, Phi,
+// Cohere, Falcon parallel_attn / new_decoder_architecture), both branches computed from the
+// same layer input.
+void parallel_residual(Tensor& x, const Tensor& a, const Tensor& m);
+
 // Reads an activation field (hidden_act, hidden_activation) with its config-class default.
 // A value lathe does not implement is an error naming the field.
 ops::Activation read_activation(const JsonFields& f, const std::string& field,
                                 const std::string& fallback, const std::string& architecture);
 
+// Equal-length F32 vectors stacked as the rows of a [count, n] tensor, built once at load
+// (StableLmLayerNormPerHead's norms.<h>.weight as one per-head weight).
+Tensor stack_rows(const std::vector<Tensor>& rows);
+
 // Rows [begin, begin + count) of a matrix, copied once at load: splits fused projections
 // (Phi3 qkv_proj, gate_up_proj) into the separate matrices the graph uses.
 Tensor matrix_rows(const Tensor& m, int64_t begin, int64_t count);
+
+// Throws naming the field unless each size is in (0, 2^31].
+void check_sizes(const JsonFields& f, std::initializer_list<std::pair<const char*, int64_t>> sizes);
+
+// A copy of config.json with rope_parameters as the config class forms it where it reads
+// legacy fields (GPTNeoXConfig: rotary_emb_base, rotary_pct): rope_scaling or rope_parameters,
+// given rope_theta and partial_rotary_factor from those fields (or the defaults) unless set.
+Json with_legacy_rope_fields(const JsonFields& f, const char* theta_field, double theta,
+                             const char* partial_field, double partial);
 
 // Reads a float field that a config class defaults to `fallback` but that config.json may set
 // to null to turn the feature off (returned as 0), e.g. Gemma2 final_logit_softcapping.

@@ -70,7 +70,7 @@ class FalconModel : public Model {
         l.attn.q_bias = b.q, l.attn.k_bias = b.k, l.attn.v_bias = b.v;
         l.attn.o_bias = w.vector(p + "self_attention.dense.bias", {h});
       }
-      l.mlp = load_mlp(w, p + "mlp.dense_h_to_4h", p + "mlp.dense_4h_to_h", h, ffn, bias);
+      l.mlp = load_linear_mlp(w, p + "mlp.", "dense_h_to_4h", "dense_4h_to_h", h, ffn, bias);
       layers_.push_back(std::move(l));
     }
     final_norm_ = load_layer_norm(w, base + "ln_f.", h);
@@ -102,11 +102,10 @@ class FalconModel : public Model {
       // FalconDecoderLayer.
       switch (cfg_.block) {
         case FalconBlock::TwoNorms:
-          add_parallel_branches(x, a,
-                                gated_mlp(ctx, layer_norm(x, l.mlp_norm, eps), l.mlp, cfg_.act));
+          parallel_residual(x, a, gated_mlp(ctx, layer_norm(x, l.mlp_norm, eps), l.mlp, cfg_.act));
           break;
         case FalconBlock::Parallel:
-          add_parallel_branches(x, a, gated_mlp(ctx, normed, l.mlp, cfg_.act));
+          parallel_residual(x, a, gated_mlp(ctx, normed, l.mlp, cfg_.act));
           break;
         case FalconBlock::Sequential:
           ops::add_inplace(x, a);
@@ -139,7 +138,7 @@ class FalconModel : public Model {
   }
 
   struct Layer {
-    LayerNormWeights attn_norm, mlp_norm;  // mlp_norm unused by the Parallel block
+    NormWeights attn_norm, mlp_norm;  // mlp_norm unused by the Parallel block
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
@@ -147,7 +146,7 @@ class FalconModel : public Model {
   Rope rope_;
   std::vector<float> slopes_;  // alibi only
   Tensor embed_, lm_head_;
-  LayerNormWeights final_norm_;
+  NormWeights final_norm_;
   std::vector<Layer> layers_;
 };
 

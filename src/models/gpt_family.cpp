@@ -82,13 +82,13 @@ class GptFamilyModel : public Model {
  private:
   struct Layer {
     AttentionSpec spec;
-    LayerNormWeights attn_norm, mlp_norm;
+    NormWeights attn_norm, mlp_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   GptFamilyConfig cfg_;
   Tensor embed_, positions_, lm_head_;
-  LayerNormWeights final_norm_;
+  NormWeights final_norm_;
   std::vector<Layer> layers_;
 };
 

@@ -55,7 +55,7 @@ class OptModel : public Model {
         l.attn.o_bias = w.vector(p + "self_attn.out_proj.bias", {h});
       }
       l.mlp_norm = norm(w, p + "final_layer_norm.");
-      l.mlp = load_mlp(w, p + "fc1", p + "fc2", h, ffn, bias);
+      l.mlp = load_linear_mlp(w, p, "fc1", "fc2", h, ffn, bias);
       layers_.push_back(std::move(l));
     }
     if (cfg_.final_layer_norm) final_norm_ = norm(w, d + "final_layer_norm.");
@@ -99,23 +99,20 @@ class OptModel : public Model {
   }
 
  private:
-  // layer_norm_elementwise_affine false: LayerNorm without weight or bias (weight of ones).
-  LayerNormWeights norm(Weights& w, const std::string& prefix) const {
-    if (cfg_.layer_norm_affine) return load_layer_norm(w, prefix, cfg_.hidden_size);
-    LayerNormWeights n;
-    n.weight = Tensor::zeros(DType::F32, {cfg_.hidden_size});
-    for (int64_t i = 0; i < cfg_.hidden_size; ++i) n.weight.mut<float>()[i] = 1.0f;
-    return n;
+  // layer_norm_elementwise_affine false: LayerNorm without weight or bias.
+  NormWeights norm(Weights& w, const std::string& prefix) const {
+    return load_layer_norm(w, prefix, cfg_.hidden_size, cfg_.layer_norm_affine,
+                           cfg_.layer_norm_affine);
   }
 
   struct Layer {
-    LayerNormWeights attn_norm, mlp_norm;
+    NormWeights attn_norm, mlp_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   OptConfig cfg_;
   Tensor embed_, positions_, project_in_, project_out_, lm_head_;
-  LayerNormWeights final_norm_;
+  NormWeights final_norm_;
   std::vector<Layer> layers_;
 };
 

@@ -44,6 +44,24 @@ const std::vector<ArchitectureEntry>& architectures() {
       {"FalconForCausalLM", "falcon", load_falcon,
        "parallel attention + MLP (new_decoder_architecture or parallel_attn), MQA/GQA fused QKV, "
        "rotary or ALiBi"},
+      {"GPTNeoXForCausalLM", "gpt_neox", load_gpt_neox,
+       "LayerNorm blocks, parallel or sequential residual, per-head fused qkv, partial rotary"},
+      {"GPTJForCausalLM", "gptj", load_gptj,
+       "parallel attention + MLP off one LayerNorm, interleaved partial rotary, lm_head bias"},
+      {"PhiForCausalLM", "phi", load_phi,
+       "parallel attention + MLP off one LayerNorm, partial rotary, optional q/k LayerNorm"},
+      {"StableLmForCausalLM", "stablelm", load_stablelm,
+       "LayerNorm blocks, optional parallel residual, per-head q/k LayerNorm, partial rotary"},
+      {"OlmoForCausalLM", "olmo", load_olmo,
+       "Llama with parameter-free LayerNorms and optional q/k/v clipping (clip_qkv)"},
+      {"CohereForCausalLM", "cohere", load_cohere,
+       "parallel block, bias-free LayerNorm, interleaved rotary, per-head q/k norm, logit_scale"},
+      {"Glm4ForCausalLM", "glm4", load_glm4,
+       "sandwich RMSNorms, interleaved partial rotary, q/k/v biases, fused gate_up_proj"},
+      {"Exaone4ForCausalLM", "exaone4", load_exaone4,
+       "post-norm block, per-head q/k RMSNorm, sliding/full layers with rotary on sliding only"},
+      {"ApertusForCausalLM", "apertus", load_apertus,
+       "Llama with per-head q/k RMSNorm, ungated xIELU MLP with learned alphas, llama3 rotary"},
   };
   return table;
 }

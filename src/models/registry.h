@@ -47,5 +47,14 @@ std::unique_ptr<Model> load_opt(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gpt_bigcode(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_bloom(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_falcon(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gpt_neox(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gptj(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_phi(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_stablelm(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_olmo(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_cohere(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_glm4(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_exaone4(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_apertus(const Checkpoint&, const ModelOptions&);
 
 }  // namespace lathe

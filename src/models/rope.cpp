@@ -43,7 +43,8 @@ std::vector<double> read_factor_list(const JsonFields& f, const std::string& key
 }  // namespace
 
 RopeConfig read_rope_config(const JsonFields& cfg, int64_t head_dim,
-                            int64_t max_position_embeddings, double default_theta) {
+                            int64_t max_position_embeddings, double default_theta,
+                            double default_partial) {
   RopeConfig r;
   r.head_dim = head_dim;
   r.max_position_embeddings = max_position_embeddings;
@@ -59,8 +60,8 @@ RopeConfig read_rope_config(const JsonFields& cfg, int64_t head_dim,
   if (!params.is_object()) fail(cfg.origin(), ": field \"", field, "\" must be an object");
   JsonFields p(params, cfg.origin() + " (" + field + ")");
   r.theta = p.get_or<double>("rope_theta", cfg.get_or<double>("rope_theta", default_theta));
-  const double partial =
-      p.get_or<double>("partial_rotary_factor", cfg.get_or<double>("partial_rotary_factor", 1.0));
+  const double partial = p.get_or<double>(
+      "partial_rotary_factor", cfg.get_or<double>("partial_rotary_factor", default_partial));
   r.rot_dim = static_cast<int64_t>(static_cast<double>(head_dim) * partial);
   if (r.rot_dim <= 0 || r.rot_dim > head_dim || r.rot_dim % 2 != 0)
     fail(cfg.origin(), ": partial_rotary_factor ", partial, " gives ", r.rot_dim,

@@ -33,8 +33,10 @@ struct RopeConfig {
 
 // Reads rope_parameters (transformers >= 5) or the legacy rope_theta + rope_scaling fields of
 // config.json. An unknown rope type or a missing required field is an error naming it.
+// `default_partial`: partial_rotary_factor when config.json has none (Phi 0.5, StableLm 0.25).
 RopeConfig read_rope_config(const JsonFields& cfg, int64_t head_dim,
-                            int64_t max_position_embeddings, double default_theta = 10000.0);
+                            int64_t max_position_embeddings, double default_theta = 10000.0,
+                            double default_partial = 1.0);
 
 class Rope {
  public:

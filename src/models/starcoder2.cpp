@@ -73,21 +73,21 @@ class Starcoder2Model : public Model {
   }
 
  private:
-  Tensor norm(const Tensor& x, const LayerNormWeights& w) const {
-    return ops::layer_norm(x, w.weight, &w.bias, cfg_.norm_epsilon);
+  Tensor norm(const Tensor& x, const NormWeights& w) const {
+    return layer_norm(x, w, cfg_.norm_epsilon);
   }
   static const Tensor* bias(const Tensor& t) { return t.defined() ? &t : nullptr; }
 
   struct Layer {
     AttentionSpec spec;
-    LayerNormWeights attn_norm, mlp_norm;
+    NormWeights attn_norm, mlp_norm;
     AttentionWeights attn;
     Tensor fc, fc_bias, proj, proj_bias;
   };
   Starcoder2Config cfg_;
   Rope rope_;
   Tensor embed_, lm_head_;
-  LayerNormWeights final_norm_;
+  NormWeights final_norm_;
   std::vector<Layer> layers_;
 };
 

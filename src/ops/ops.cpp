@@ -1,5 +1,6 @@
 #include "ops/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -120,16 +121,40 @@ Tensor activation(Activation act, const Tensor& x) {
   return y;
 }
 
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor* bias, float eps) {
+Tensor layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps) {
   expect_f32(x, "layer_norm", "input");
-  expect_f32(weight, "layer_norm", "weight");
-  const int64_t n = x.dim(-1);
-  if (weight.numel() != n || (bias && bias->numel() != n))
-    fail("internal: layer_norm: weight ", shape_str(weight.shape()), " for input ",
-         shape_str(x.shape()));
+  const int64_t n = x.dim(-1), rows = x.numel() / n;
+  // Weight and bias hold n values, or g * n that successive rows cycle through.
+  auto groups = [&](const Tensor* t, const char* arg) -> int64_t {
+    if (!t) return 1;
+    expect_f32(*t, "layer_norm", arg);
+    const int64_t g = t->numel() / n;
+    if (g <= 0 || g * n != t->numel() || rows % g != 0)
+      fail("internal: layer_norm: ", arg, " ", shape_str(t->shape()), " for input ",
+           shape_str(x.shape()));
+    return g;
+  };
+  const int64_t gw = groups(weight, "weight"), gb = groups(bias, "bias");
+  if (weight && bias && gw != gb)
+    fail("internal: layer_norm: weight ", shape_str(weight->shape()), " and bias ",
+         shape_str(bias->shape()), " differ");
   Tensor y = Tensor::zeros(DType::F32, x.shape());
-  cpu::layer_norm(x.data<float>(), weight.data<float>(), bias ? bias->data<float>() : nullptr, eps,
-                  y.mut<float>(), x.numel() / n, n);
+  cpu::layer_norm(x.data<float>(), weight ? weight->data<float>() : nullptr,
+                  bias ? bias->data<float>() : nullptr, std::max(gw, gb), eps, y.mut<float>(), rows,
+                  n);
+  return y;
+}
+
+void clamp_inplace(Tensor& x, float limit) {
+  expect_f32(x, "clamp_inplace", "input");
+  float* p = x.mut<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) p[i] = std::clamp(p[i], -limit, limit);
+}
+
+Tensor xielu(const Tensor& x, float alpha_p, float alpha_n, float beta, float eps) {
+  expect_f32(x, "xielu", "input");
+  Tensor y = Tensor::zeros(DType::F32, x.shape());
+  cpu::xielu(x.data<float>(), y.mut<float>(), x.numel(), alpha_p, alpha_n, beta, eps);
   return y;
 }
 

@@ -35,8 +35,17 @@ enum class Activation { Silu, Gelu, GeluTanh, Relu, Relu2 };  // Relu2: relu(x)^
 Tensor act_mul(Activation act, const Tensor& gate, const Tensor& up);
 // act(x), elementwise.
 Tensor activation(Activation act, const Tensor& x);
-// torch.nn.LayerNorm over the last dimension; bias may be null (bias=False).
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor* bias, float eps);
+// torch.nn.LayerNorm over the last dimension n. weight and bias may each be null
+// (elementwise_affine=False, bias=False). Either holds n values, or g * n values that
+// successive rows cycle through: per-head weights [heads, head_dim] over x [tokens, heads,
+// head_dim] (StableLmLayerNormPerHead, CohereLayerNorm on q and k).
+Tensor layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps);
+// x = clamp(x, -limit, limit), elementwise (Olmo clip_qkv).
+void clamp_inplace(Tensor& x, float limit);
+// xIELU (transformers XIELUActivation) with its coefficients already formed from the learned
+// parameters: alpha_p = softplus(alpha_p'), alpha_n = beta + softplus(alpha_n'). For x > 0:
+// alpha_p x^2 + beta x; else (expm1(min(x, eps)) - x) alpha_n + beta x.
+Tensor xielu(const Tensor& x, float alpha_p, float alpha_n, float beta, float eps);
 // x *= s, elementwise.
 void scale_inplace(Tensor& x, float s);
 // x = cap * tanh(x / cap), elementwise (Gemma2 final_logit_softcapping).

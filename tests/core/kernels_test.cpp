@@ -1,6 +1,7 @@
 // Fast kernels against the portable reference kernels, per weight dtype.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -194,8 +195,8 @@ TEST(Activations, MatchDefinitions) {
 TEST(LayerNorm, MatchesDefinition) {
   Tensor x = random_tensor({3, 6}, 16, 2.0f), w = random_tensor({6}, 17),
          b = random_tensor({6}, 18);
-  Tensor y = ops::layer_norm(x, w, &b, 1e-5f);
-  Tensor no_bias = ops::layer_norm(x, w, nullptr, 1e-5f);
+  Tensor y = ops::layer_norm(x, &w, &b, 1e-5f);
+  Tensor no_bias = ops::layer_norm(x, &w, nullptr, 1e-5f);
   for (int r = 0; r < 3; ++r) {
     double mean = 0, var = 0;
     for (int i = 0; i < 6; ++i) mean += x.data<float>()[r * 6 + i] / 6.0;
@@ -206,6 +207,48 @@ TEST(LayerNorm, MatchesDefinition) {
       EXPECT_NEAR(no_bias.data<float>()[r * 6 + i], n * w.data<float>()[i], 1e-5);
     }
   }
+}
+
+// No weight (OlmoLayerNorm), and per-head weights [heads, n] that rows cycle through
+// (StableLmLayerNormPerHead, CohereLayerNorm on q/k).
+TEST(LayerNorm, WithoutWeightAndPerHeadWeights) {
+  const int64_t tokens = 3, heads = 2, n = 5;
+  Tensor x = random_tensor({tokens, heads, n}, 24, 2.0f), w = random_tensor({heads, n}, 25),
+         b = random_tensor({heads, n}, 26);
+  Tensor plain = ops::layer_norm(x, nullptr, nullptr, 1e-5f);
+  Tensor per_head = ops::layer_norm(x, &w, &b, 1e-5f);
+  for (int64_t r = 0; r < tokens * heads; ++r) {
+    const float* xr = x.data<float>() + r * n;
+    double mean = 0, var = 0;
+    for (int i = 0; i < n; ++i) mean += xr[i] / static_cast<double>(n);
+    for (int i = 0; i < n; ++i) var += std::pow(xr[i] - mean, 2) / static_cast<double>(n);
+    const int64_t h = r % heads;
+    for (int i = 0; i < n; ++i) {
+      const double v = (xr[i] - mean) / std::sqrt(var + 1e-5);
+      EXPECT_NEAR(plain.data<float>()[r * n + i], v, 1e-5);
+      EXPECT_NEAR(per_head.data<float>()[r * n + i],
+                  v * w.data<float>()[h * n + i] + b.data<float>()[h * n + i], 1e-5);
+    }
+  }
+  Tensor bad = random_tensor({4, n}, 27);  // 4 groups do not divide 6 rows
+  EXPECT_THROW(ops::layer_norm(x, &bad, nullptr, 1e-5f), std::exception);
+}
+
+TEST(Activations, XieluMatchesDefinition) {
+  Tensor x = random_tensor({64}, 28, 4.0f);
+  const double ap = 1.3, an = 0.9, beta = 0.5, eps = -1e-6;
+  Tensor y = ops::xielu(x, static_cast<float>(ap), static_cast<float>(an), static_cast<float>(beta),
+                        static_cast<float>(eps));
+  for (int i = 0; i < 64; ++i) {
+    const double v = x.data<float>()[i];
+    const double want =
+        v > 0 ? ap * v * v + beta * v : (std::expm1(std::min(v, eps)) - v) * an + beta * v;
+    EXPECT_NEAR(y.data<float>()[i], want, 1e-5);
+  }
+  Tensor c = x.clone();
+  ops::clamp_inplace(c, 1.5f);
+  for (int i = 0; i < 64; ++i)
+    EXPECT_EQ(c.data<float>()[i], std::clamp(x.data<float>()[i], -1.5f, 1.5f));
 }
 
 TEST(Embedding, RejectsOutOfRangeIds) {

@@ -132,5 +132,21 @@ TEST(ConfigErrors, NegativeMaxWindowLayersSlidesEveryLayer) {
   EXPECT_EQ(load_error("qwen2_sliding", [](Json& c) { c["max_window_layers"] = -1; }), "");
 }
 
+TEST(ConfigErrors, NeoxFamilyAndLaterArchitectures) {
+  expect_error(
+      "gptj_untied_rotary8", [](Json& c) { c["rotary_dim"] = 17; }, "field \"rotary_dim\" is 17");
+  expect_error(
+      "olmo_untied_clip_gqa", [](Json& c) { c["clip_qkv"] = 0.0; }, "field \"clip_qkv\" is 0");
+  expect_error(
+      "exaone4_untied_sliding_pattern", [](Json& c) { c["sliding_window_pattern"] = "LLLG"; },
+      "field \"sliding_window_pattern\" is \"LLLG\"");
+  expect_error(
+      "apertus_tied_bias_default_rope", [](Json& c) { c["hidden_act"] = "quick_gelu"; },
+      "field \"hidden_act\" is \"quick_gelu\"");
+  expect_error(
+      "phi_untied_qk_layernorm", [](Json& c) { c["hidden_act"] = "quick_gelu"; },
+      "field \"hidden_act\" is \"quick_gelu\"");
+}
+
 }  // namespace
 }  // namespace lathe

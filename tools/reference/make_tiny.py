@@ -69,10 +69,14 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         if tied and tname == "lm_head.weight":
             continue
         shape = list(tensor.shape)
-        # Conv1D weights are rated by their fan-in, shape[0].
-        center, scale = weightgen.init_rule(tname, shape[::-1] if tname in conv1d else shape)
+        if not shape:
+            # Scalar buffers (XIELUActivation beta, eps) keep the value the model gave them.
+            center, scale = float(tensor), 0.0
+        else:
+            # Conv1D weights are rated by their fan-in, shape[0].
+            center, scale = weightgen.init_rule(tname, shape[::-1] if tname in conv1d else shape)
         if tname == embed_name:
-            center, scale = weightgen.init_rule("embed_tokens", shape)
+            center, scale = weightgen.init_rule("embed_tokens.weight", shape)
             scale = spec.get("embed_scale", scale)
         # "init": {"name suffix": [center, scale]} overrides the rule, e.g. a narrow embedding
         # LayerNorm where embed_scale cannot narrow what the residual stream starts from.

@@ -36,6 +36,22 @@ def generate(seed: int, name: str, shape, center: float, scale: float) -> np.nda
     return values.astype(np.float32).reshape(shape)
 
 
+# Input embeddings by their names in transformers (Llama-style, GPTNeoX, GPT-J and GPT-2);
+# make_tiny also rates a model's input embedding under any other name (Bloom, Falcon) so.
+EMBEDDINGS = ("embed_tokens.weight", "embed_in.weight", "wte.weight")
+# The projections that end a residual branch (attention output, MLP output): Llama-style
+# o_proj / down_proj, GPT-2 attn.c_proj, OPT and GPT-J out_proj, OPT and Phi fc2, GPTNeoX,
+# Bloom and Falcon attention.dense / dense_4h_to_h, Phi self_attn.dense, GPT-J mlp.fc_out.
+# (Starcoder2's mlp.c_proj predates the list and keeps its goldens; GPT-2's is left as it.)
+RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight", "attn.c_proj.weight", "out_proj.weight",
+                    "fc2.weight", "attention.dense.weight", "self_attn.dense.weight",
+                    "dense_4h_to_h.weight", "mlp.fc_out.weight")
+
+
+def is_embedding(name: str) -> bool:
+    return name.endswith(EMBEDDINGS)
+
+
 def init_rule(name: str, shape) -> tuple[float, float]:
     """(center, scale) for a tensor: unit-variance linears, wide embeddings so greedy
     choices have clear margins, norms near one, small biases."""
@@ -43,14 +59,12 @@ def init_rule(name: str, shape) -> tuple[float, float]:
         if name.endswith("bias"):
             return 0.0, 0.2
         return 1.0, 0.2
-    if "embed_tokens" in name or name.startswith("lm_head"):
+    if is_embedding(name) or name.startswith(("lm_head", "embed_out")):
         return 0.0, 1.0
     fan_in = shape[-1]
     scale = float(np.sqrt(3.0 / fan_in))
     # Residual-branch outputs are widened so that layers, not the token's own embedding,
     # decide the next token (otherwise tied models just repeat their input).
-    # (Starcoder2's mlp.c_proj predates the list and keeps its goldens.)
-    if name.endswith(("o_proj.weight", "down_proj.weight", "attn.c_proj.weight", "out_proj.weight",
-                      "fc2.weight", "attention.dense.weight", "dense_4h_to_h.weight")):
+    if name.endswith(RESIDUAL_OUTPUTS):
         scale *= 3.0
     return 0.0, scale

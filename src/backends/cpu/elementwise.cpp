@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/kernels.h"
@@ -53,19 +54,33 @@ void softcap(float* x, int64_t n, float cap) {
 }
 
 // torch.nn.LayerNorm: mean and biased variance per row, accumulated in f32.
-void layer_norm(const float* x, const float* weight, const float* bias, float eps, float* y,
-                int64_t rows, int64_t n) {
+void layer_norm(const float* x, const float* weight, const float* bias, int64_t groups, float eps,
+                float* y, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * n;
     float* yr = y + r * n;
+    const int64_t g = (r % groups) * n;
     float sum = 0.0f;
     for (int64_t i = 0; i < n; ++i) sum += xr[i];
     const float mean = sum / static_cast<float>(n);
     float var = 0.0f;
     for (int64_t i = 0; i < n; ++i) var += (xr[i] - mean) * (xr[i] - mean);
     const float inv = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
-    for (int64_t i = 0; i < n; ++i)
-      yr[i] = (xr[i] - mean) * inv * weight[i] + (bias ? bias[i] : 0.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      float v = (xr[i] - mean) * inv;
+      if (weight) v *= weight[g + i];
+      yr[i] = bias ? v + bias[g + i] : v;
+    }
+  }
+}
+
+// transformers XIELUActivation._xielu_python, elementwise in f32.
+void xielu(const float* x, float* out, int64_t n, float alpha_p, float alpha_n, float beta,
+           float eps) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    out[i] = v > 0 ? alpha_p * v * v + beta * v
+                   : (std::expm1(std::min(v, eps)) - v) * alpha_n + beta * v;
   }
 }
 

@@ -30,9 +30,14 @@ void gelu_erf(const float* x, float* out, int64_t n);
 // In place: x[i] = cap * tanh(x[i] / cap)   (Gemma2 logit soft-capping).
 void softcap(float* x, int64_t n, float cap);
 
-// torch LayerNorm over rows of n: (x - mean) / sqrt(biased var + eps) * weight (+ bias).
-void layer_norm(const float* x, const float* weight, const float* bias, float eps, float* y,
-                int64_t rows, int64_t n);
+// torch LayerNorm over rows of n: (x - mean) / sqrt(biased var + eps) * weight + bias, where
+// weight and bias (each may be null) hold `groups` rows of n that row r takes in turn
+// (r % groups): 1 for one shared norm, heads for per-head norms.
+void layer_norm(const float* x, const float* weight, const float* bias, int64_t groups, float eps,
+                float* y, int64_t rows, int64_t n);
+// xIELU with formed coefficients (see ops::xielu).
+void xielu(const float* x, float* out, int64_t n, float alpha_p, float alpha_n, float beta,
+           float eps);
 
 // Rotary embedding in place on x[tokens, heads, head_dim], half-split layout (HF
 // rotate_half): pairs (i, i + rot/2) for i < rot/2, where rot = rotary dims <= head_dim.

@@ -1,0 +1,145 @@
+// ApertusForCausalLM: transformers/models/apertus (configuration_apertus.py,
+// modeling_apertus.py). The Llama block with its norms named attention_layernorm and
+// feedforward_layernorm, per-head q/k RMSNorms, an ungated MLP down(xielu(up(x))) whose xIELU
+// activation has learned alpha_p / alpha_n per layer, and llama3 rotary scaling by default.
+#include <cmath>
+
+#include "core/error.h"
+#include "models/llama_family.h"
+#include "models/registry.h"
+
+namespace lathe {
+namespace {
+
+struct ApertusConfig {
+  LlamaFamilyConfig base;  // the fields ApertusConfig shares with LlamaConfig
+  bool xielu = true;       // hidden_act "xielu" (the default); else base.mlp_act
+};
+
+// XIELUActivation's coefficients formed from its parameters as _xielu_python does:
+// alpha_p = softplus(alpha_p'), alpha_n = beta + softplus(alpha_n').
+struct Xielu {
+  float alpha_p = 0, alpha_n = 0, beta = 0.5f, eps = -1e-6f;
+};
+
+float softplus(float x) {  // torch softplus (beta 1, threshold 20), in f32
+  return x > 20.0f ? x : std::log1p(std::exp(x));
+}
+
+Xielu load_xielu(Weights& w, const std::string& prefix) {
+  Xielu a;
+  // beta and eps are buffers; checkpoints that lack them get XIELUActivation's defaults.
+  if (w.has(prefix + "beta")) a.beta = w.vector(prefix + "beta", {}).data<float>()[0];
+  if (w.has(prefix + "eps")) a.eps = w.vector(prefix + "eps", {}).data<float>()[0];
+  a.alpha_p = softplus(w.vector(prefix + "alpha_p", {1}).data<float>()[0]);
+  a.alpha_n = a.beta + softplus(w.vector(prefix + "alpha_n", {1}).data<float>()[0]);
+  return a;
+}
+
+class ApertusModel : public Model {
+ public:
+  ApertusModel(const Checkpoint& ckpt, ApertusConfig cfg, const ModelOptions& opts)
+      : cfg_(std::move(cfg)), rope_(cfg_.base.rope) {
+    const LlamaFamilyConfig& b = cfg_.base;
+    Weights w(ckpt, opts.dtype);
+    const int64_t h = b.hidden_size;
+    embed_ = w.matrix("model.embed_tokens.weight", {b.vocab_size, h});
+    for (int64_t i = 0; i < b.num_layers; ++i) {
+      const std::string p = cat("model.layers.", i, ".");
+      Layer l;
+      l.attn_norm = w.vector(p + "attention_layernorm.weight", {h});
+      l.attn = load_attention(w, p + "self_attn.", b.attention);
+      l.mlp_norm = w.vector(p + "feedforward_layernorm.weight", {h});
+      l.mlp = load_gated_mlp(w, p + "mlp.", h, b.intermediate_size, false, false);
+      if (cfg_.xielu) l.act = load_xielu(w, p + "mlp.act_fn.");
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = w.vector("model.norm.weight", {h});
+    lm_head_ = load_lm_head(w, b.tie_word_embeddings, embed_, b.vocab_size, h);
+    w.finish(b.architecture);
+
+    info_ = decoder_info(b, w.matrix_dtype());
+  }
+
+  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
+                 const Trace* trace) const override {
+    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
+    check_cache_room(cache, n);
+    Tensor cos, sin;
+    rope_.tables(pos0, n, &cos, &sin);
+    Tensor x = ops::embedding(embed_, ids);
+    record(trace, "embed", x);
+    const float eps = cfg_.base.rms_norm_eps;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& l = layers_[i];
+      // ApertusDecoderLayer (pre-norm, as Llama).
+      ops::add_inplace(x, self_attention(ctx, ops::rms_norm(x, l.attn_norm, eps), l.attn,
+                                         cfg_.base.attention, cos, sin, cache.layers[i], pos0));
+      ops::add_inplace(x, mlp(ctx, ops::rms_norm(x, l.mlp_norm, eps), l));
+      record(trace, cat("layer.", i, ".out"), x);
+    }
+    cache.length = pos0 + n;
+    Tensor normed = ops::rms_norm(all_logits ? x : last_row(x), final_norm_, eps);
+    record(trace, "final_norm", normed);
+    return ops::linear(ctx, normed, lm_head_);
+  }
+
+ private:
+  struct Layer {
+    Tensor attn_norm, mlp_norm;
+    AttentionWeights attn;
+    GatedMlpWeights mlp;  // up and down only
+    Xielu act;
+  };
+
+  // ApertusMLP: down_proj(act_fn(up_proj(x))).
+  Tensor mlp(Context& ctx, const Tensor& x, const Layer& l) const {
+    if (!cfg_.xielu) return gated_mlp(ctx, x, l.mlp, cfg_.base.mlp_act);
+    Tensor up = ops::linear(ctx, x, l.mlp.up);
+    return ops::linear(ctx, ops::xielu(up, l.act.alpha_p, l.act.alpha_n, l.act.beta, l.act.eps),
+                       l.mlp.down);
+  }
+
+  ApertusConfig cfg_;
+  Rope rope_;
+  Tensor embed_, final_norm_, lm_head_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_apertus(const Checkpoint& ckpt, const ModelOptions& opts) {
+  // ApertusConfig defaults.
+  ApertusConfig c;
+  c.base = read_llama_family_config(ckpt, {.vocab_size = 131072,
+                                           .hidden_size = 4096,
+                                           .intermediate_size = 14336,
+                                           .num_layers = 32,
+                                           .heads = 32,
+                                           .kv_heads = {},
+                                           .head_dim = {},
+                                           .max_position_embeddings = 65536,
+                                           .tie_word_embeddings = false,
+                                           .hidden_act = nullptr,
+                                           .rope_theta = 12000000.0,
+                                           .rms_norm_eps = 1e-5});
+  JsonFields f(ckpt.config(), ckpt.config_path());
+  const std::string act = f.get_or<std::string>("hidden_act", "xielu");
+  c.xielu = act == "xielu";
+  if (!c.xielu) c.base.mlp_act = read_activation(f, "hidden_act", "xielu", c.base.architecture);
+  AttentionSpec& a = c.base.attention;
+  a.qkv_bias = a.o_bias = f.get_or<bool>("attention_bias", false);
+  a.qk_norm = QkNorm::PerHead;
+  // ApertusConfig: with neither rope_parameters nor rope_scaling, llama3 scaling at theta 12e6.
+  if (!f.has("rope_parameters") && !f.has("rope_scaling")) {
+    Json cfg = f.json();
+    cfg["rope_parameters"] = {{"rope_type", "llama3"},  {"rope_theta", 12000000.0},
+                              {"factor", 8.0},          {"original_max_position_embeddings", 8192},
+                              {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0}};
+    c.base.rope = read_rope_config(JsonFields(cfg, f.origin()), a.head_dim,
+                                   c.base.max_position_embeddings, 12000000.0);
+  }
+  return std::make_unique<ApertusModel>(ckpt, std::move(c), opts);
+}
+
+}  // namespace lathe

@@ -1,0 +1,121 @@
+// CohereForCausalLM: transformers/models/cohere (configuration_cohere.py, modeling_cohere.py).
+// One bias-free LayerNorm (CohereLayerNorm) feeds attention and MLP in parallel
+// (x + attn(ln(x)) + mlp(ln(x))); rotary pairs are interleaved; q and k optionally get
+// per-head LayerNorms with a weight for each head (use_qk_norm); a gated MLP; logits are
+// multiplied by logit_scale.
+#include "core/error.h"
+#include "models/llama_family.h"
+#include "models/registry.h"
+
+namespace lathe {
+namespace {
+
+struct CohereConfig {
+  LlamaFamilyConfig base;  // the fields CohereConfig shares with LlamaConfig
+  float layer_norm_eps = 1e-5f;
+  float logit_scale = 0.0625f;
+  ops::Activation act = ops::Activation::Silu;
+};
+
+class CohereModel : public Model {
+ public:
+  CohereModel(const Checkpoint& ckpt, CohereConfig cfg, const ModelOptions& opts)
+      : cfg_(std::move(cfg)), rope_(cfg_.base.rope) {
+    const LlamaFamilyConfig& b = cfg_.base;
+    const AttentionSpec& s = b.attention;
+    Weights w(ckpt, opts.dtype);
+    const int64_t h = b.hidden_size;
+    embed_ = w.matrix("model.embed_tokens.weight", {b.vocab_size, h});
+    for (int64_t i = 0; i < b.num_layers; ++i) {
+      const std::string p = cat("model.layers.", i, ".");
+      Layer l;
+      l.norm = load_layer_norm(w, p + "input_layernorm.", h, true, false);
+      l.attn = load_attention(w, p + "self_attn.", s);
+      if (s.qk_layer_norm) {  // CohereLayerNorm((heads, head_dim)): a weight per head
+        l.attn.q_norm = w.vector(p + "self_attn.q_norm.weight", {s.heads, s.head_dim});
+        l.attn.k_norm = w.vector(p + "self_attn.k_norm.weight", {s.kv_heads, s.head_dim});
+      }
+      l.mlp = load_gated_mlp(w, p + "mlp.", h, b.intermediate_size, false);
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = load_layer_norm(w, "model.norm.", h, true, false);
+    lm_head_ = load_lm_head(w, b.tie_word_embeddings, embed_, b.vocab_size, h);
+    w.finish(b.architecture);
+
+    info_ = decoder_info(b, w.matrix_dtype());
+  }
+
+  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
+                 const Trace* trace) const override {
+    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
+    check_cache_room(cache, n);
+    Tensor cos, sin;
+    rope_.tables(pos0, n, &cos, &sin);
+    Tensor x = ops::embedding(embed_, ids);
+    record(trace, "embed", x);
+    const float eps = cfg_.layer_norm_eps;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& l = layers_[i];
+      // CohereDecoderLayer: x + attn(ln(x)) + mlp(ln(x)).
+      Tensor normed = layer_norm(x, l.norm, eps);
+      Tensor a =
+          self_attention(ctx, normed, l.attn, cfg_.base.attention, cos, sin, cache.layers[i], pos0);
+      parallel_residual(x, a, gated_mlp(ctx, normed, l.mlp, cfg_.act));
+      record(trace, cat("layer.", i, ".out"), x);
+    }
+    cache.length = pos0 + n;
+    Tensor normed = layer_norm(all_logits ? x : last_row(x), final_norm_, eps);
+    record(trace, "final_norm", normed);
+    Tensor logits = ops::linear(ctx, normed, lm_head_);
+    ops::scale_inplace(logits, cfg_.logit_scale);  // CohereForCausalLM: logits * logit_scale
+    return logits;
+  }
+
+ private:
+  struct Layer {
+    NormWeights norm;
+    AttentionWeights attn;
+    GatedMlpWeights mlp;
+  };
+  CohereConfig cfg_;
+  Rope rope_;
+  Tensor embed_, lm_head_;
+  NormWeights final_norm_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_cohere(const Checkpoint& ckpt, const ModelOptions& opts) {
+  // CohereConfig defaults.
+  CohereConfig c;
+  c.base = read_llama_family_config(ckpt, {.vocab_size = 256000,
+                                           .hidden_size = 8192,
+                                           .intermediate_size = 22528,
+                                           .num_layers = 40,
+                                           .heads = 64,
+                                           .kv_heads = {},
+                                           .head_dim = {},
+                                           .max_position_embeddings = 8192,
+                                           .tie_word_embeddings = true,
+                                           .hidden_act = nullptr,
+                                           .rope_theta = 500000.0});
+  JsonFields f(ckpt.config(), ckpt.config_path());
+  c.act = read_activation(f, "hidden_act", "silu", c.base.architecture);
+  c.layer_norm_eps = static_cast<float>(f.get_or<double>("layer_norm_eps", 1e-5));
+  c.logit_scale = static_cast<float>(f.get_or<double>("logit_scale", 0.0625));
+  AttentionSpec& a = c.base.attention;
+  a.qkv_bias = a.o_bias = f.get_or<bool>("attention_bias", false);
+  a.rope_layout = ops::RopeLayout::Interleaved;  // Cohere's rotate_half pairs neighbours
+  a.qk_layer_norm = f.get_or<bool>("use_qk_norm", false);
+  if (a.qk_layer_norm) {
+    a.qk_norm = QkNorm::PerHead;
+    a.norm_eps = c.layer_norm_eps;
+  }
+  // CohereRotaryEmbedding's default kind rotates the whole head whatever
+  // partial_rotary_factor says; the scaled kinds honour it.
+  if (c.base.rope.kind == RopeKind::Default) c.base.rope.rot_dim = a.head_dim;
+  return std::make_unique<CohereModel>(ckpt, std::move(c), opts);
+}
+
+}  // namespace lathe

@@ -1,0 +1,131 @@
+// Exaone4ForCausalLM: transformers/models/exaone4 (configuration_exaone4.py,
+// modeling_exaone4.py). A post-norm block (x + norm(attn(x)), then x + norm(mlp(x)), as
+// Olmo2) with per-head q/k RMSNorms, sliding-window and full layers (layer_types, or every
+// sliding_window_pattern-th layer full), and rotary only on the sliding layers when a
+// sliding_window is set (on every layer when it is null).
+#include "core/error.h"
+#include "models/llama_family.h"
+#include "models/registry.h"
+
+namespace lathe {
+namespace {
+
+class Exaone4Model : public Model {
+ public:
+  Exaone4Model(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
+      : cfg_(std::move(cfg)), rope_(cfg_.rope) {
+    Weights w(ckpt, opts.dtype);
+    const int64_t h = cfg_.hidden_size;
+    embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
+    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+      const std::string p = cat("model.layers.", i, ".");
+      Layer l;
+      l.spec = cfg_.attention;
+      l.spec.window = cfg_.layer_windows.at(i);
+      l.spec.rope = cfg_.layer_rope.at(i);
+      l.attn = load_attention(w, p + "self_attn.", l.spec);
+      l.attn_post_norm = w.vector(p + "post_attention_layernorm.weight", {h});
+      l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size, false);
+      l.mlp_post_norm = w.vector(p + "post_feedforward_layernorm.weight", {h});
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = w.vector("model.norm.weight", {h});
+    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
+    w.finish(cfg_.architecture);
+
+    info_ = decoder_info(cfg_, w.matrix_dtype());
+  }
+
+  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
+                 const Trace* trace) const override {
+    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
+    check_cache_room(cache, n);
+    Tensor cos, sin;
+    rope_.tables(pos0, n, &cos, &sin);
+    Tensor x = ops::embedding(embed_, ids);
+    record(trace, "embed", x);
+    const float eps = cfg_.rms_norm_eps;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& l = layers_[i];
+      // Exaone4DecoderLayer: the norms follow each branch; nothing normalises its input.
+      Tensor a = self_attention(ctx, x, l.attn, l.spec, cos, sin, cache.layers[i], pos0);
+      ops::add_inplace(x, ops::rms_norm(a, l.attn_post_norm, eps));
+      Tensor m = gated_mlp(ctx, x, l.mlp, cfg_.mlp_act);
+      ops::add_inplace(x, ops::rms_norm(m, l.mlp_post_norm, eps));
+      record(trace, cat("layer.", i, ".out"), x);
+    }
+    cache.length = pos0 + n;
+    Tensor normed = ops::rms_norm(all_logits ? x : last_row(x), final_norm_, eps);
+    record(trace, "final_norm", normed);
+    return ops::linear(ctx, normed, lm_head_);
+  }
+
+ private:
+  struct Layer {
+    AttentionSpec spec;
+    Tensor attn_post_norm, mlp_post_norm;
+    AttentionWeights attn;
+    GatedMlpWeights mlp;
+  };
+  LlamaFamilyConfig cfg_;
+  Rope rope_;
+  Tensor embed_, final_norm_, lm_head_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_exaone4(const Checkpoint& ckpt, const ModelOptions& opts) {
+  // Exaone4Config defaults.
+  LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 102400,
+                                                        .hidden_size = 4096,
+                                                        .intermediate_size = 16384,
+                                                        .num_layers = 32,
+                                                        .heads = 32,
+                                                        .kv_heads = 32,
+                                                        .head_dim = {},
+                                                        .max_position_embeddings = 2048,
+                                                        .tie_word_embeddings = false,
+                                                        .hidden_act = nullptr,
+                                                        .rms_norm_eps = 1e-5});
+  JsonFields f(ckpt.config(), ckpt.config_path());
+  c.mlp_act = read_activation(f, "hidden_act", "silu", c.architecture);
+  c.attention.qk_norm = QkNorm::PerHead;
+  // sliding_window defaults to 4096; null turns windows off and puts rotary on every layer.
+  const bool windowed = !f.json().contains("sliding_window") || f.has("sliding_window");
+  const int64_t window = f.get_or<int64_t>("sliding_window", 4096);
+  if (windowed && window <= 0)
+    fail(f.origin(), ": field \"sliding_window\" is ", window, "; it must be positive or null");
+  // layer_types, else Exaone4Config's: layer i slides unless (i + 1) % pattern == 0.
+  std::vector<bool> sliding(static_cast<size_t>(c.num_layers));
+  if (f.has("layer_types")) {
+    const Json& types = f.at("layer_types");
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_layers)
+      fail(f.origin(), ": field \"layer_types\" must list ", c.num_layers, " layer types");
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      if (types[i] != "sliding_attention" && types[i] != "full_attention")
+        fail(f.origin(), ": layer_types[", i, "] is ", types[i].dump(),
+             "; lathe implements full_attention and sliding_attention");
+      sliding[i] = types[i] == "sliding_attention";
+    }
+  } else {
+    if (!windowed)  // transformers computes the pattern modulo 0 here and fails
+      fail(f.origin(), ": field \"sliding_window\" is null and there is no \"layer_types\"");
+    const Json pattern = f.json().value("sliding_window_pattern", Json(4));
+    if (!pattern.is_number_integer() || pattern.get<int64_t>() <= 0)
+      fail(f.origin(), ": field \"sliding_window_pattern\" is ", pattern.dump(),
+           "; lathe implements a positive integer (or an explicit \"layer_types\")");
+    for (int64_t i = 0; i < c.num_layers; ++i) sliding[i] = (i + 1) % pattern.get<int64_t>() != 0;
+  }
+  c.layer_rope.assign(static_cast<size_t>(c.num_layers), true);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (sliding[i] && !windowed)
+      fail(f.origin(), ": layer ", i, " is sliding_attention but field \"sliding_window\" is null");
+    c.layer_windows[i] = sliding[i] ? window : 0;
+    // Exaone4Attention: rotary when sliding_window is None or the layer slides.
+    c.layer_rope[i] = !windowed || sliding[i];
+  }
+  return std::make_unique<Exaone4Model>(ckpt, std::move(c), opts);
+}
+
+}  // namespace lathe

@@ -1,0 +1,135 @@
+// PhiForCausalLM: transformers/models/phi (configuration_phi.py, modeling_phi.py).
+// One LayerNorm feeds attention and MLP in parallel (x + attn(ln(x)) + mlp(ln(x))); attention
+// with biases, an output projection named dense, optional q/k LayerNorms shared by the heads
+// (qk_layernorm), and partial rotary (partial_rotary_factor 0.5 by default); an ungated MLP
+// fc2(act(fc1(x))); a final LayerNorm and an lm_head with a bias.
+#include "core/error.h"
+#include "models/builder.h"
+#include "models/registry.h"
+
+namespace lathe {
+namespace {
+
+struct PhiConfig {
+  std::string architecture;
+  int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_layers = 0;
+  int64_t max_position_embeddings = 0;
+  float layer_norm_eps = 1e-5f;
+  bool tie_word_embeddings = false;
+  ops::Activation act = ops::Activation::GeluTanh;
+  AttentionSpec attention;
+  RopeConfig rope;
+};
+
+class PhiModel : public Model {
+ public:
+  PhiModel(const Checkpoint& ckpt, PhiConfig cfg, const ModelOptions& opts)
+      : cfg_(std::move(cfg)), rope_(cfg_.rope) {
+    Weights w(ckpt, opts.dtype);
+    const int64_t h = cfg_.hidden_size;
+    const AttentionSpec& s = cfg_.attention;
+    embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
+    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+      const std::string p = cat("model.layers.", i, ".");
+      Layer l;
+      l.norm = load_layer_norm(w, p + "input_layernorm.", h);
+      l.attn = load_attention(w, p + "self_attn.", s, "dense");
+      if (s.qk_layer_norm) {  // nn.LayerNorm(head_dim), one for all heads
+        const NormWeights q = load_layer_norm(w, p + "self_attn.q_layernorm.", s.head_dim);
+        const NormWeights k = load_layer_norm(w, p + "self_attn.k_layernorm.", s.head_dim);
+        l.attn.q_norm = q.weight;
+        l.attn.q_norm_bias = q.bias;
+        l.attn.k_norm = k.weight;
+        l.attn.k_norm_bias = k.bias;
+      }
+      l.mlp = load_linear_mlp(w, p + "mlp.", "fc1", "fc2", h, cfg_.intermediate_size);
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = load_layer_norm(w, "model.final_layernorm.", h);
+    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
+    lm_head_bias_ = w.vector("lm_head.bias", {cfg_.vocab_size});
+    w.finish(cfg_.architecture);
+
+    info_ = decoder_info(cfg_, w.matrix_dtype());
+  }
+
+  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
+                 const Trace* trace) const override {
+    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
+    check_cache_room(cache, n);
+    Tensor cos, sin;
+    rope_.tables(pos0, n, &cos, &sin);
+    Tensor x = ops::embedding(embed_, ids);
+    record(trace, "embed", x);
+    const float eps = cfg_.layer_norm_eps;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& l = layers_[i];
+      // PhiDecoderLayer: attn(ln(x)) + mlp(ln(x)) + x.
+      Tensor normed = layer_norm(x, l.norm, eps);
+      Tensor a =
+          self_attention(ctx, normed, l.attn, cfg_.attention, cos, sin, cache.layers[i], pos0);
+      parallel_residual(x, a, gated_mlp(ctx, normed, l.mlp, cfg_.act));
+      record(trace, cat("layer.", i, ".out"), x);
+    }
+    cache.length = pos0 + n;
+    Tensor normed = layer_norm(all_logits ? x : last_row(x), final_norm_, eps);
+    record(trace, "final_norm", normed);
+    return ops::linear(ctx, normed, lm_head_, &lm_head_bias_);
+  }
+
+ private:
+  struct Layer {
+    NormWeights norm;
+    AttentionWeights attn;
+    GatedMlpWeights mlp;
+  };
+  PhiConfig cfg_;
+  Rope rope_;
+  Tensor embed_, lm_head_, lm_head_bias_;
+  NormWeights final_norm_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_phi(const Checkpoint& ckpt, const ModelOptions& opts) {
+  JsonFields f(ckpt.config(), ckpt.config_path());
+  // PhiConfig defaults.
+  PhiConfig c;
+  c.architecture = ckpt.architecture();
+  c.vocab_size = f.get_or<int64_t>("vocab_size", 51200);
+  c.hidden_size = f.get_or<int64_t>("hidden_size", 2048);
+  c.intermediate_size = f.get_or<int64_t>("intermediate_size", 8192);
+  c.num_layers = f.get_or<int64_t>("num_hidden_layers", 24);
+  c.max_position_embeddings = f.get_or<int64_t>("max_position_embeddings", 2048);
+  c.layer_norm_eps = static_cast<float>(f.get_or<double>("layer_norm_eps", 1e-5));
+  c.tie_word_embeddings = f.get_or<bool>("tie_word_embeddings", false);
+  c.act = read_activation(f, "hidden_act", "gelu_new", c.architecture);
+  AttentionSpec& a = c.attention;
+  a.hidden = c.hidden_size;
+  a.heads = f.get_or<int64_t>("num_attention_heads", 32);
+  a.kv_heads = f.get_or<int64_t>("num_key_value_heads", a.heads);
+  check_sizes(f, {{"vocab_size", c.vocab_size},
+                  {"hidden_size", c.hidden_size},
+                  {"intermediate_size", c.intermediate_size},
+                  {"num_hidden_layers", c.num_layers},
+                  {"num_attention_heads", a.heads},
+                  {"num_key_value_heads", a.kv_heads},
+                  {"max_position_embeddings", c.max_position_embeddings}});
+  if (a.heads % a.kv_heads != 0)
+    fail(f.origin(), ": num_attention_heads ", a.heads,
+         " is not a multiple of num_key_value_heads ", a.kv_heads);
+  // PhiAttention: head_dim if the config has one, else hidden_size // num_attention_heads; the
+  // q/k LayerNorms are sized hidden_size // num_attention_heads.
+  a.head_dim = f.get_or<int64_t>("head_dim", c.hidden_size / a.heads);
+  a.qkv_bias = a.o_bias = true;
+  a.qk_layer_norm = f.get_or<bool>("qk_layernorm", false);
+  if (a.qk_layer_norm) {
+    a.qk_norm = QkNorm::PerHead;
+    a.norm_eps = c.layer_norm_eps;
+  }
+  c.rope = read_rope_config(f, a.head_dim, c.max_position_embeddings, 10000.0, 0.5);
+  return std::make_unique<PhiModel>(ckpt, std::move(c), opts);
+}
+
+}  // namespace lathe
