@@ -40,5 +40,12 @@ fi
 
 [ "${LATHE_SETUP_NO_BUILD:-}" = 1 ] && exit 0
 BUILD="${LATHE_BUILD:-build}"
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLATHE_PYTHON="$VENV/bin/python" >/dev/null
+LAUNCHER=()
+if command -v ccache >/dev/null; then
+  # Reuse objects compiled in other checkouts of the same sources (paths taken relative).
+  export CCACHE_BASEDIR="$PWD"
+  LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLATHE_PYTHON="$VENV/bin/python" \
+  "${LAUNCHER[@]}" >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"

@@ -4,6 +4,38 @@
 
 namespace lathe {
 
+// The loaders, one per model file (src/models/<arch>.cpp). Adding an architecture adds its
+// declaration here and its line to the table below.
+std::unique_ptr<Model> load_llama(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_mistral(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_qwen2(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_qwen3(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gemma(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gemma2(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_granite(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_arcee(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_seed_oss(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_ernie4_5(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_smollm3(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_olmo2(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_phi3(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_starcoder2(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gemma3(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gpt2(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_opt(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gpt_bigcode(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_bloom(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_falcon(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gpt_neox(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gptj(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_phi(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_stablelm(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_olmo(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_cohere(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_glm4(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_exaone4(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_apertus(const Checkpoint&, const ModelOptions&);
+
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
       {"LlamaForCausalLM", "llama", load_llama,
