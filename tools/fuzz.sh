@@ -10,7 +10,7 @@ shift || true
 TARGETS=("$@")
 if ((${#TARGETS[@]} == 0)); then
   TARGETS=(fuzz_safetensors fuzz_config fuzz_tokenizer_load fuzz_tokenizer_encode
-    fuzz_chat_template fuzz_dataset)
+    fuzz_chat_template fuzz_dataset fuzz_http)
 fi
 
 # The build dependencies and pyarrow's venv (tools/setup.sh, without its build).

@@ -332,7 +332,7 @@ int lab_serve(int argc, char** argv) {
        {"host", "ADDR", "address to listen on (default 127.0.0.1: this machine only)"},
        {"data", "DIR", "a sweep folder, dataset folder or .parquet file (default lab-results)"},
        {"catalog", "DIR", "ranking files <task>-<view>.json (default data/catalog)"},
-       {"web", "DIR", "the page's files (default web/ of the source tree)"}});
+       {"web", "DIR", "serve the page from this folder (default: the page built into lathe)"}});
   args.parse(argc, argv, 3);
   if (args.help()) {
     std::cout << args.usage();
@@ -343,7 +343,7 @@ int lab_serve(int argc, char** argv) {
   o.host = args.get_or("host", "127.0.0.1");
   o.data = args.get_or("data", "lab-results");
   o.catalog = args.get_or("catalog", "data/catalog");
-  o.web = args.get_or("web", source_path("web").string());
+  o.web = args.get_or("web", "");
   o.on_listening = [&o](const std::string& url) {
     std::cout << "serving " << url << std::endl;
     if (!fs::exists(o.data))

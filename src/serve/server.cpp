@@ -11,10 +11,15 @@
 
 #include "core/error.h"
 #include "serve/api.h"
+#include "serve/http.h"
 #include "serve/store.h"
 
 namespace lathe {
 namespace fs = std::filesystem;
+
+// The built-in page: web/ as it was when lathe was built (src/serve/CMakeLists.txt).
+extern const EmbeddedFile kWebFiles[];
+extern const size_t kWebFilesCount;
 
 namespace {
 
@@ -78,7 +83,7 @@ std::string content_type_of(const fs::path& file) {
   return "";
 }
 
-std::optional<fs::path> resolve_static(const fs::path& root, const std::string& raw_target) {
+std::optional<std::string> static_relative_path(const std::string& raw_target) {
   const std::string raw = raw_target.substr(0, raw_target.find_first_of("?#"));
   if (raw.empty() || raw[0] != '/' || raw.find('\\') != std::string::npos) return std::nullopt;
   // Encoded dots, slashes, backslashes and NUL are never part of a file name the page uses.
@@ -99,10 +104,16 @@ std::optional<fs::path> resolve_static(const fs::path& root, const std::string& 
     if (seg.empty() || seg.starts_with(".")) return std::nullopt;  // "", ".", "..", hidden
     start = end + 1;
   }
+  return rel;
+}
+
+std::optional<fs::path> resolve_static(const fs::path& root, const std::string& raw_target) {
+  const auto rel = static_relative_path(raw_target);
+  if (!rel) return std::nullopt;
   std::error_code ec;
   const fs::path base = fs::canonical(root, ec);
   if (ec) return std::nullopt;
-  const fs::path file = fs::canonical(base / rel, ec);  // resolves symbolic links
+  const fs::path file = fs::canonical(base / *rel, ec);  // resolves symbolic links
   if (ec) return std::nullopt;
   const std::string b = base.string() + "/", f = file.string();
   if (f.compare(0, b.size(), b) != 0) return std::nullopt;  // a link out of the folder
@@ -110,21 +121,35 @@ std::optional<fs::path> resolve_static(const fs::path& root, const std::string& 
   return file;
 }
 
-int serve(const ServeOptions& opts) {
-  if (!fs::is_regular_file(opts.web / "index.html"))
-    fail((opts.web / "index.html").string(), ": the explorer's page is missing (--web)");
-  DataStore store(opts.data, opts.catalog);
+std::optional<std::string_view> builtin_page_file(std::string_view relative_path) {
+  for (size_t i = 0; i < kWebFilesCount; ++i)
+    if (relative_path == kWebFiles[i].name)
+      return std::string_view(reinterpret_cast<const char*>(kWebFiles[i].data), kWebFiles[i].size);
+  return std::nullopt;
+}
 
-  // SIGINT and SIGTERM are taken by one thread, which stops the server; every other thread
-  // (httplib's workers start after this) has them blocked.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+namespace {
 
-  httplib::Server svr;
+// The body and Content-Type of the page file that `target` names; nullopt when none.
+std::optional<std::pair<std::string, std::string>> page_file(const ServeOptions& opts,
+                                                             const std::string& target) {
+  if (opts.web.empty()) {
+    const auto rel = static_relative_path(target);
+    if (!rel) return std::nullopt;
+    const auto body = builtin_page_file(*rel);
+    if (!body) return std::nullopt;
+    return std::make_pair(std::string(*body), content_type_of(*rel));
+  }
+  const auto file = resolve_static(opts.web, target);
+  if (!file || fs::file_size(*file) > kMaxStaticFileBytes) return std::nullopt;
+  std::ifstream in(*file, std::ios::binary);
+  std::string body{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return std::make_pair(std::move(body), content_type_of(*file));
+}
+
+}  // namespace
+
+void configure_explorer(httplib::Server& svr, DataStore& store, const ServeOptions& opts) {
   svr.set_payload_max_length(1024);
   svr.set_tcp_nodelay(true);  // headers and body go out in two writes: no Nagle delay between
   svr.set_read_timeout(5);
@@ -139,7 +164,7 @@ int serve(const ServeOptions& opts) {
         "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"}});
   const bool loopback = is_loopback_name(opts.host);
 
-  svr.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
+  svr.set_pre_routing_handler([loopback](const httplib::Request& req, httplib::Response& res) {
     if (req.method != "GET" && req.method != "HEAD") {
       res.set_header("Allow", "GET, HEAD");
       res.set_header("Connection", "close");
@@ -164,7 +189,7 @@ int serve(const ServeOptions& opts) {
     return httplib::Server::HandlerResponse::Unhandled;
   });
 
-  svr.Get(".*", [&](const httplib::Request& req, httplib::Response& res) {
+  svr.Get(".*", [&store, &opts](const httplib::Request& req, httplib::Response& res) {
     try {
       if (req.path.starts_with("/api/")) {
         ApiParams params;
@@ -173,21 +198,39 @@ int serve(const ServeOptions& opts) {
         send_json(res, 200, api_answer(*snap, req.path.substr(5), params));
         return;
       }
-      const auto file = resolve_static(opts.web, req.target);
-      if (!file || fs::file_size(*file) > kMaxStaticFileBytes) {
+      auto file = page_file(opts, req.target);
+      if (!file) {
         send_error(res, 404, "not found");
         return;
       }
-      std::ifstream in(*file, std::ios::binary);
-      std::string body{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
       res.set_header("Cache-Control", "no-cache");
-      res.set_content(std::move(body), content_type_of(*file).c_str());
+      res.set_content(std::move(file->first), file->second.c_str());
     } catch (const ApiError& e) {
       send_error(res, e.status, e.what());
     } catch (const std::exception& e) {
       send_error(res, 500, e.what());
     }
   });
+}
+
+int serve(const ServeOptions& opts) {
+  if (opts.web.empty() && !builtin_page_file("index.html"))
+    fail("lathe was built without the explorer's page (web/index.html); pass --web DIR");
+  if (!opts.web.empty() && !fs::is_regular_file(opts.web / "index.html"))
+    fail((opts.web / "index.html").string(), ": the explorer's page is missing (--web)");
+  DataStore store(opts.data, opts.catalog);
+
+  // SIGINT and SIGTERM are taken by one thread, which stops the server; every other thread
+  // (httplib's workers start after this) has them blocked.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  httplib::Server svr;
+  configure_explorer(svr, store, opts);
 
   const int port = opts.port == 0 ? svr.bind_to_any_port(opts.host)
                                   : (svr.bind_to_port(opts.host, opts.port) ? opts.port : -1);

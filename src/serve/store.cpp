@@ -110,28 +110,51 @@ DataStore::Signature DataStore::scan() const {
   return sig;
 }
 
-std::shared_ptr<const Snapshot> DataStore::load(const Signature& sig, uint64_t generation) const {
+std::shared_ptr<const Snapshot> DataStore::load(const Signature& sig, uint64_t generation) {
   auto s = std::make_shared<Snapshot>();
   s->generation = generation;
   s->loaded_at = utc_now();
-  std::map<std::pair<std::string, std::string>, Catalog> from_sweeps;
+  std::map<std::string, FileContents> files;
   for (const auto& [file, size, mtime] : sig) {
-    const fs::path p(file);
-    try {
-      if (p.extension() == ".parquet") {
-        for (auto& r : read_parquet(p)) s->rows.push_back(std::move(r));
-      } else {
-        Catalog c = read_catalog(p);
-        if (!is_ranked_view(c.view)) continue;  // a sweep of local models ranks nothing
-        const bool from_catalog_dir = p.filename() != "catalog.json";
-        auto& target = from_catalog_dir ? s->rankings : from_sweeps;
-        const auto key = std::make_pair(c.task, c.view);
-        if (!target.count(key) || target[key].snapshot < c.snapshot) target[key] = std::move(c);
+    const auto known = files_.find(file);
+    FileContents c;
+    if (known != files_.end() && known->second.size == size && known->second.mtime == mtime) {
+      c = known->second;
+    } else {
+      c.size = size;
+      c.mtime = mtime;
+      const fs::path p(file);
+      try {
+        if (p.extension() == ".parquet")
+          c.rows = std::make_shared<const std::vector<LabRow>>(read_parquet(p));
+        else
+          c.catalog = std::make_shared<const Catalog>(read_catalog(p));
+      } catch (const std::exception& e) {
+        c.error = e.what();
       }
-      s->files.push_back(file);
-    } catch (const std::exception& e) {
-      s->errors.push_back(e.what());
+      ++s->files_read;
     }
+    files.emplace(file, std::move(c));
+  }
+  files_ = std::move(files);
+
+  std::map<std::pair<std::string, std::string>, Catalog> from_sweeps;
+  for (const auto& [file, c] : files_) {
+    if (!c.error.empty()) {
+      s->errors.push_back(c.error);
+      continue;
+    }
+    if (c.rows) {
+      s->rows.insert(s->rows.end(), c.rows->begin(), c.rows->end());
+      s->files.push_back(file);
+      continue;
+    }
+    if (!is_ranked_view(c.catalog->view)) continue;  // a sweep of local models ranks nothing
+    s->files.push_back(file);
+    const bool from_catalog_dir = fs::path(file).filename() != "catalog.json";
+    auto& target = from_catalog_dir ? s->rankings : from_sweeps;
+    const auto key = std::make_pair(c.catalog->task, c.catalog->view);
+    if (!target.count(key) || target[key].snapshot < c.catalog->snapshot) target[key] = *c.catalog;
   }
   for (auto& [key, c] : from_sweeps)
     if (!s->rankings.count(key)) s->rankings[key] = std::move(c);

@@ -1,7 +1,7 @@
 // The explorer's view of the lab's results: every Parquet file below a data folder and the
 // catalog rankings, loaded into an immutable snapshot. The store rescans when the files change
 // (their names, sizes or modification times), looking at most once a second, so a sweep that
-// publishes new files shows up without a restart.
+// publishes new files shows up without a restart; only the files that changed are read again.
 #pragma once
 
 #include <chrono>
@@ -32,6 +32,7 @@ struct Snapshot {
   std::vector<std::string> errors;  // files that could not be read, with the reason
   std::string loaded_at;            // UTC, when this snapshot was read
   uint64_t generation = 0;          // counts reloads
+  size_t files_read = 0;            // files read for this snapshot; the rest were unchanged
 
   // Answers computed from this snapshot (api.cpp), kept until the snapshot is replaced: a
   // snapshot never changes, so a selection or summary asked for again is not recomputed.
@@ -62,12 +63,22 @@ class DataStore {
 
  private:
   using Signature = std::vector<std::tuple<std::string, uintmax_t, int64_t>>;
+  // What one file held when it was read: its rows, or its ranking, or why it could not be read.
+  struct FileContents {
+    uintmax_t size = 0;
+    int64_t mtime = 0;
+    std::shared_ptr<const std::vector<LabRow>> rows;
+    std::shared_ptr<const Catalog> catalog;
+    std::string error;
+  };
   Signature scan() const;
-  std::shared_ptr<const Snapshot> load(const Signature& sig, uint64_t generation) const;
+  // Builds the snapshot of the files in `sig`, reading those not in files_ as they are now.
+  std::shared_ptr<const Snapshot> load(const Signature& sig, uint64_t generation);
 
   std::filesystem::path data_, catalog_;
-  std::mutex refresh_mutex_;  // one rescan at a time
-  std::mutex snap_mutex_;     // guards snap_, sig_ and last_check_
+  std::mutex refresh_mutex_;                   // one rescan at a time; guards files_
+  std::map<std::string, FileContents> files_;  // by path, as of the last load
+  std::mutex snap_mutex_;                      // guards snap_, sig_ and last_check_
   std::shared_ptr<const Snapshot> snap_;
   Signature sig_;
   std::chrono::steady_clock::time_point last_check_{};

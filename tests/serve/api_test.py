@@ -135,6 +135,22 @@ class ExplorerApi(unittest.TestCase):
         r = c.getresponse()
         self.assertEqual((r.status, r.read()), (200, b""))
 
+    def test_builtin_page(self):
+        # Without --web, from a folder away from the source tree: the page built into lathe,
+        # byte for byte the web/ folder it was built from, behind the same refusals.
+        server = fx.Server(os.path.abspath(ARGS.lathe), self.data, self.catalog, cwd=self.root)
+        try:
+            for name in sorted(os.listdir(os.path.join(ROOT, "web"))):
+                with open(os.path.join(ROOT, "web", name), "rb") as f:
+                    want = f.read()
+                code, _, body = server.get("/" + name)
+                self.assertEqual((code, body), (200, want), name)
+            self.assertEqual(server.get("/")[2], server.get("/index.html")[2])
+            for bad in ("/../web/app.js", "/%2e%2e/secret.txt", "/missing.js", "/.hidden"):
+                self.assertEqual(server.get(bad)[0], 404, bad)
+        finally:
+            server.stop()
+
     def test_read_only(self):
         for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
             c = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=10)

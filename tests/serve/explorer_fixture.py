@@ -64,11 +64,11 @@ def make_data(root, lathe, make_dataset, sweep=True, rows=60):
 class Server:
     """`lathe lab serve --port 0` in the background; .url once it listens."""
 
-    def __init__(self, lathe, data, catalog, web=None, extra=()):
+    def __init__(self, lathe, data, catalog, web=None, extra=(), cwd=None):
         cmd = [lathe, "lab", "serve", "--port", "0", "--data", data, "--catalog", catalog]
         if web:
             cmd += ["--web", web]
-        self.proc = subprocess.Popen(cmd + list(extra), stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(cmd + list(extra), stdout=subprocess.PIPE, text=True, cwd=cwd)
         line = self.proc.stdout.readline()
         m = re.match(r"serving (http://\S+/)", line)
         if not m:

@@ -3,6 +3,10 @@
 // limits, diff). tests/serve/api_test.py drives the real binary over HTTP.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
+#include "lab/dataset.h"
 #include "serve/api.h"
 #include "serve/server.h"
 #include "serve/store.h"
@@ -54,6 +58,21 @@ TEST(ServeStatic, ResolvesFilesInsideTheFolderOnly) {
                           "/%zz",
                           "/./app.js"})
     EXPECT_FALSE(resolve_static(web, bad)) << bad;
+}
+
+TEST(ServeStatic, BuiltInPageIsTheWebFolder) {
+  for (const auto& e : fs::directory_iterator(fs::path(LATHE_SOURCE_DIR) / "web")) {
+    std::ifstream in(e.path(), std::ios::binary);
+    const std::string want{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const auto got = builtin_page_file(e.path().filename().string());
+    ASSERT_TRUE(got) << e.path();
+    EXPECT_EQ(*got, want) << e.path();
+  }
+  EXPECT_EQ(static_relative_path("/"), "index.html");
+  EXPECT_EQ(static_relative_path("/app.js?x=1"), "app.js");
+  EXPECT_FALSE(static_relative_path("/../index.html"));
+  EXPECT_FALSE(builtin_page_file("../index.html"));
+  EXPECT_FALSE(builtin_page_file("nothing.js"));
 }
 
 TEST(ServeStatic, ContentTypes) {
@@ -171,6 +190,37 @@ TEST(ServeStore, NoticesNewFiles) {
   write_file(dir / "broken.parquet", "not parquet");
   EXPECT_TRUE(store.refresh());
   EXPECT_EQ(store.get()->errors.size(), 1u);
+}
+
+TEST(ServeStore, RereadsOnlyChangedFiles) {
+  ScratchDir dir("store-incremental");
+  write_parquet({row("org/a", "pass", "0.1.0")}, dir / "a.parquet");
+  write_parquet({row("org/b", "pass", "0.1.0")}, dir / "b.parquet");
+  DataStore store(dir.path(), dir / "catalog");
+  EXPECT_EQ(store.get()->files_read, 2u);
+  EXPECT_EQ(store.get()->rows.size(), 2u);
+
+  write_parquet({row("org/c", "fail", "0.1.0")}, dir / "c.parquet");
+  ASSERT_TRUE(store.refresh());
+  EXPECT_EQ(store.get()->files_read, 1u);
+  EXPECT_EQ(store.get()->rows.size(), 3u);
+
+  // A file rewritten with other rows is read again; the others are kept as they were read.
+  write_parquet({row("org/a", "fail", "0.1.0"), row("org/a2", "pass", "0.1.0")}, dir / "a.parquet");
+  ASSERT_TRUE(store.refresh());
+  auto snap = store.get();
+  EXPECT_EQ(snap->files_read, 1u);
+  ASSERT_EQ(snap->rows.size(), 4u);
+  EXPECT_EQ(snap->rows[0].model_id, "org/a");
+  EXPECT_EQ(snap->rows[0].status, "fail");
+
+  fs::remove(dir / "b.parquet");
+  ASSERT_TRUE(store.refresh());
+  snap = store.get();
+  EXPECT_EQ(snap->files_read, 0u);
+  EXPECT_EQ(snap->rows.size(), 3u);
+  EXPECT_EQ(snap->files.size(), 2u);
+  EXPECT_FALSE(store.refresh());
 }
 
 }  // namespace
