@@ -14,14 +14,37 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/sanitizers.h"
+
+extern char** environ;
 
 namespace lathe {
 namespace fs = std::filesystem;
 
 namespace {
 
+// The child's environment under AddressSanitizer, whose shadow memory cannot live under
+// RLIMIT_AS: ASan enforces the memory limit instead (malloc returns null, so new throws
+// std::bad_alloc, once the resident size passes the limit). Empty otherwise.
+std::vector<std::string> asan_limit_environment(int64_t memory_limit_bytes) {
+  if (!kAddressSanitizer || memory_limit_bytes <= 0) return {};
+  std::vector<std::string> env;
+  std::string options;
+  for (char** e = environ; *e; ++e) {
+    const std::string var = *e;
+    if (var.starts_with("ASAN_OPTIONS="))
+      options = var.substr(13);
+    else
+      env.push_back(var);
+  }
+  env.push_back(cat("ASAN_OPTIONS=", options, options.empty() ? "" : ":",
+                    "allocator_may_return_null=1:soft_rss_limit_mb=", memory_limit_bytes >> 20));
+  return env;
+}
+
 // In the forked child, before exec: only async-signal-safe calls.
-[[noreturn]] void exec_child(const ProcessOptions& o, char* const* argv, int log_fd, pid_t parent) {
+[[noreturn]] void exec_child(const ProcessOptions& o, char* const* argv, char* const* envp,
+                             int log_fd, pid_t parent) {
   ::setpgid(0, 0);
   // Die with the sweep: a killed sweep leaves no model running.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -33,7 +56,7 @@ namespace {
       ::setrlimit(RLIMIT_AS, &r);
     }
   }
-  if (o.memory_limit_bytes > 0) {
+  if (o.memory_limit_bytes > 0 && !kAddressSanitizer) {
     rlimit r{};
     ::getrlimit(RLIMIT_AS, &r);
     r.rlim_cur = static_cast<rlim_t>(o.memory_limit_bytes);
@@ -46,7 +69,10 @@ namespace {
     ::dup2(log_fd, 1);
     ::dup2(log_fd, 2);
   }
-  ::execvp(argv[0], argv);
+  if (envp)
+    ::execvpe(argv[0], argv, envp);
+  else
+    ::execvp(argv[0], argv);
   const char msg[] = "lathe: cannot start the process\n";
   (void)!::write(2, msg, sizeof msg - 1);
   ::_exit(127);
@@ -59,6 +85,10 @@ ProcessResult run_process(const ProcessOptions& o) {
   std::vector<char*> argv;
   for (const auto& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  const std::vector<std::string> env = asan_limit_environment(o.memory_limit_bytes);
+  std::vector<char*> envp;
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   int log_fd = -1;
   if (!o.log_file.empty()) {
     log_fd = ::open(o.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -71,7 +101,7 @@ ProcessResult run_process(const ProcessOptions& o) {
     if (log_fd >= 0) ::close(log_fd);
     fail("cannot start ", o.argv[0], ": ", std::strerror(errno));
   }
-  if (pid == 0) exec_child(o, argv.data(), log_fd, parent);
+  if (pid == 0) exec_child(o, argv.data(), env.empty() ? nullptr : envp.data(), log_fd, parent);
   if (log_fd >= 0) ::close(log_fd);
   ::setpgid(pid, pid);  // also from this side, so the group exists before any kill
 

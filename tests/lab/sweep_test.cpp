@@ -55,7 +55,6 @@ std::string tiny(const std::string& name, const std::string& extra = "") {
 }
 
 TEST(LabSweep, BundledCatalogPassesAndIsReadableByPyarrowPandasDuckdb) {
-  if (testing::kAddressSanitizer) GTEST_SKIP() << testing::kAsanMemoryLimitSkip;
   ScratchDir dir("bundled");
   const auto r = run_lathe("lab run --quiet --json --out " + (dir / "out").string() +
                            " --reference-python none --reference-cache " + (dir / "ref").string());
@@ -91,7 +90,6 @@ TEST(LabSweep, BundledCatalogPassesAndIsReadableByPyarrowPandasDuckdb) {
 }
 
 TEST(LabSweep, BrokenEntriesGetTheRightStatusAndStage) {
-  if (testing::kAddressSanitizer) GTEST_SKIP() << testing::kAsanMemoryLimitSkip;
   ScratchDir dir("broken");
   // A corrupt checkpoint: a tiny model whose safetensors file is cut short.
   ASSERT_EQ(run_lathe("tiny build " + fixture_dir("qwen3_tied") + " " + (dir / "corrupt").string())
@@ -183,7 +181,6 @@ TEST(LabSweep, BrokenEntriesGetTheRightStatusAndStage) {
 }
 
 TEST(LabSweep, KilledSweepResumesWithEveryRowExactlyOnce) {
-  if (testing::kAddressSanitizer) GTEST_SKIP() << testing::kAsanMemoryLimitSkip;
   ScratchDir dir("resume");
   std::vector<std::string> models = {
       tiny("llama_tied_gqa"),
@@ -247,7 +244,6 @@ TEST(LabSweep, KilledSweepResumesWithEveryRowExactlyOnce) {
 }
 
 TEST(LabSweep, ShardsMergeIntoTheWholeSweep) {
-  if (testing::kAddressSanitizer) GTEST_SKIP() << testing::kAsanMemoryLimitSkip;
   ScratchDir dir("shards");
   std::vector<std::string> models = {tiny("llama_tied_gqa"), tiny("qwen2_tied"), tiny("gemma_tied"),
                                      tiny("mistral_window"), tiny("olmo2_untied")};
@@ -284,7 +280,6 @@ TEST(LabSweep, ShardsMergeIntoTheWholeSweep) {
 }
 
 TEST(LabSweep, RankedModelsRunFromTheHuggingFaceCacheOrStayUntested) {
-  if (testing::kAddressSanitizer) GTEST_SKIP() << testing::kAsanMemoryLimitSkip;
   ScratchDir dir("ranked");
   const auto snap = dir / "hub" / "models--org--tiny" / "snapshots" / "c0ffee";
   fs::create_directories(dir / "hub" / "models--org--tiny" / "refs");

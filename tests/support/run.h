@@ -13,24 +13,6 @@
 
 namespace lathe::testing {
 
-// True in a build with AddressSanitizer (LATHE_SANITIZE=ON, LATHE_FUZZ=ON). ASan reserves
-// terabytes of address space for its shadow memory, so a process started under an RLIMIT_AS
-// memory limit (the lab's per-model processes) cannot start; tests that need one skip.
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kAddressSanitizer = true;
-#else
-inline constexpr bool kAddressSanitizer = false;
-#endif
-#else
-inline constexpr bool kAddressSanitizer = false;
-#endif
-inline constexpr const char* kAsanMemoryLimitSkip =
-    "skipped under AddressSanitizer: the lab runs each model under an RLIMIT_AS memory limit, "
-    "and an ASan process reserves terabytes of address space, so it cannot start under one";
-
 struct RunResult {
   int exit_code = -1;
   std::string out;  // stdout and stderr together
