@@ -13,6 +13,11 @@ import urllib.parse
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import explorer_fixture as fx  # noqa: E402
 
+# The page under test is this checkout's web/ folder, passed explicitly: the binary's default is
+# the web/ of the tree it was built from, which may be another checkout.
+WEB = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                   "web")
+
 
 def skip(why):
     if os.environ.get("CI") == "true":
@@ -94,7 +99,10 @@ def main():
     os.makedirs(args.artifacts, exist_ok=True)
     with fx.Scratch() as root:
         data, catalog, fixture_id = fx.make_data(root, args.lathe, args.make_dataset)
-        server = fx.Server(args.lathe, data, catalog)
+        server = fx.Server(args.lathe, data, catalog, web=WEB)
+        for name in ("index.html", "style.css", "app.js"):
+            with open(os.path.join(WEB, name), "rb") as f:
+                assert server.get(name)[2] == f.read(), f"the server does not serve {WEB}/{name}"
         driver = start_browser()
         try:
             run(Page(driver, server.url), fixture_id, args.artifacts)
