@@ -250,9 +250,33 @@ function tokenLine(label, tokens, mismatch) {
 
 let shownModel = '';
 
+// The detail closes (Escape, its Close button): if focus was in it, or lost with a re-render,
+// it goes back to the row's button that opened it, else to the results.
+function closeDetail(panel) {
+  const active = document.activeElement;
+  const lost = !active || active === document.body || panel.contains(active);
+  const was = shownModel;
+  panel.hidden = true;
+  shownModel = '';
+  if (!was || !lost) return;
+  const row = [...document.querySelectorAll('#rows-body button.model-link')]
+    .find((b) => b.textContent === was);
+  (row || $('main')).focus();
+}
+
+function showHeading(heading, model) {
+  heading.textContent = model;
+  if (shownModel !== model) heading.focus();  // keyboard users land on what they opened
+  shownModel = model;
+}
+
 async function renderDetail(gen) {
   const panel = $('detail');
-  if (!state.model || state.tab !== 'models') { panel.hidden = true; shownModel = ''; return; }
+  if (!state.model || state.tab !== 'models') {
+    if (panel.hidden) shownModel = '';
+    else closeDetail(panel);
+    return;
+  }
   panel.hidden = false;
   const heading = $('detail-heading');
   const model = state.model;
@@ -263,15 +287,13 @@ async function renderDetail(gen) {
       revision: state.rev, lathe: state.lathe, transformers: state.tf });
   } catch (e) {
     if (stale(gen)) return;
-    heading.textContent = model;
+    showHeading(heading, model);
     clear($('detail-body')).append(el('p', {}, badge('untested'), ' ',
       listed ? 'Ranked, not tested yet in this selection.' : 'No row in this selection: ' + e.message));
     return;
   }
   if (stale(gen)) return;
-  heading.textContent = model;
-  if (shownModel !== model) heading.focus();  // keyboard users land on what they opened
-  shownModel = model;
+  showHeading(heading, model);
   const body = clear($('detail-body'));
   const r = data.row;
   body.append(kv([
@@ -303,12 +325,20 @@ async function renderDetail(gen) {
     tokenLine('prompt', r.prompt_ids || [], -1), tokenLine('reference', r.reference_tokens || [], mismatch),
     tokenLine('lathe', r.generated_tokens || [], mismatch)));
   if (data.history.length > 1) {
-    const t = el('table', { class: 'history' }, el('caption', { text: 'Other runs of this model' }));
-    for (const h of data.history)
-      t.append(el('tr', {}, el('td', { text: 'lathe ' + h.lathe_version }),
-        el('td', { text: 'transformers ' + h.transformers_version }), el('td', { text: h.dtype }),
+    const t = el('table', { class: 'history' }, el('caption', { text: 'Other runs of this model' }),
+      el('thead', {}, el('tr', {}, ...['lathe', 'transformers', 'dtype', 'Status'].map((h) =>
+        el('th', { scope: 'col', text: h })),
+      el('th', { scope: 'col' }, el('span', { class: 'visually-hidden', text: 'Open' })))));
+    const tbody = el('tbody');
+    for (const h of data.history) {
+      const run = `lathe ${h.lathe_version}, transformers ${h.transformers_version}, ${h.dtype}`;
+      tbody.append(el('tr', {}, el('td', { text: h.lathe_version }),
+        el('td', { text: h.transformers_version }), el('td', { text: h.dtype }),
         el('td', {}, badge(h.status)), el('td', {}, el('button', { type: 'button',
+          'aria-label': 'Show the run of ' + run,
           onclick: () => writeState({ lathe: h.lathe_version, tf: h.transformers_version, dtype: h.dtype }) }, 'Show'))));
+    }
+    t.append(tbody);
     body.append(t);
   }
 }
@@ -351,16 +381,18 @@ function diffTable(title, list, total, paired) {
   const wrap = el('div', { class: 'block' }, el('h3', { text: `${title} (${total})` }));
   if (!list.length) { wrap.append(el('p', { class: 'muted', text: 'none' })); return wrap; }
   const t = el('table', { class: 'diff' });
-  t.append(el('tr', {}, el('th', { text: 'Model' }), el('th', { text: 'Architecture' }),
-    el('th', { text: paired ? 'A → B' : 'Status' }), el('th', { text: 'Error' })));
+  t.append(el('thead', {}, el('tr', {}, ...['Model', 'Architecture', paired ? 'A → B' : 'Status',
+    'Error'].map((h) => el('th', { scope: 'col', text: h })))));
+  const tbody = el('tbody');
   for (const d of list) {
     const a = paired ? d.a : d, b = paired ? d.b : d;
     const open = el('button', { type: 'button', class: 'model-link', onclick: () => writeState({
       tab: 'models', lathe: state.b, tf: state.btf, model: b.model_id, dtype: b.dtype, rev: b.revision }) }, b.model_id);
-    t.append(el('tr', {}, el('td', {}, open), el('td', { text: b.architecture }),
+    tbody.append(el('tr', {}, el('td', {}, open), el('td', { text: b.architecture }),
       el('td', {}, paired ? el('span', {}, badge(a.status), ' → ', badge(b.status)) : badge(b.status)),
       el('td', { text: b.error_message || '' })));
   }
+  t.append(tbody);
   wrap.append(t);
   return wrap;
 }

@@ -13,6 +13,11 @@ import urllib.parse
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import explorer_fixture as fx  # noqa: E402
 
+# The page under test is this checkout's web/ folder, passed explicitly: the binary's default is
+# the web/ of the tree it was built from, which may be another checkout.
+WEB = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                   "web")
+
 
 def skip(why):
     if os.environ.get("CI") == "true":
@@ -26,6 +31,7 @@ try:
     from selenium import webdriver
     from selenium.webdriver.common.by import By
     from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select, WebDriverWait
 except ImportError:
@@ -68,6 +74,20 @@ class Page:
         time.sleep(0.05)
         self.ready = self.d.find_element(By.TAG_NAME, "body").get_attribute("data-ready")
 
+    def quiet(self, what, seconds=0.3):
+        """Waits until no render has finished for `seconds` (typing renders at each key)."""
+        end = time.time() + 10
+        last, since = None, time.time()
+        while time.time() < end:
+            now = self.d.find_element(By.TAG_NAME, "body").get_attribute("data-ready")
+            if now != last:
+                last, since = now, time.time()
+            elif time.time() - since >= seconds:
+                self.ready = now
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}")
+
     # Read in one script, so a render in between cannot leave stale element references.
     def text(self, element_id):
         return self.d.execute_script("return document.getElementById(arguments[0]).innerText",
@@ -89,12 +109,407 @@ class Page:
         return dict(urllib.parse.parse_qsl(self.d.execute_script("return location.hash").lstrip("#")))
 
 
+# ---- accessibility ----------------------------------------------------------------------------
+
+# WCAG 2.x contrast (1.4.3) of every visible element with its own text: its computed `color`
+# against its effective background, found by walking up the ancestors to the first opaque
+# background-color and compositing the semi-transparent ones on the way over it (the root counts
+# as white unless the page sets a background). Form fields count too: a select shows its chosen
+# option, an input its value or its placeholder (::placeholder). Needs 4.5:1, or 3:1 for large
+# text (24px, or 18.66px and bold). Disabled controls are exempt, as WCAG exempts inactive
+# user-interface components; elements hidden from sight (display, visibility, opacity 0, or
+# clipped to 1px as screen-reader-only text) are skipped. Returns the measured elements'
+# minimum and every failure.
+CONTRAST_JS = r"""
+const parse = (c) => {
+  const m = /^rgba?\(([^)]*)\)$/.exec(c.trim());
+  if (!m) return null;
+  const v = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
+  return { r: v[0], g: v[1], b: v[2], a: v.length > 3 ? v[3] : 1 };
+};
+const over = (top, under) => ({  // top composited over an opaque colour
+  r: top.r * top.a + under.r * (1 - top.a), g: top.g * top.a + under.g * (1 - top.a),
+  b: top.b * top.a + under.b * (1 - top.a), a: 1 });
+const lum = (c) => {
+  const f = (x) => { x /= 255; return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4; };
+  return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b);
+};
+const hex = (c) => '#' + [c.r, c.g, c.b].map((x) => Math.round(x).toString(16).padStart(2, '0'))
+  .join('') + (c.a < 1 ? '/' + c.a.toFixed(2) : '');
+const describe = (e) => {
+  let s = e.tagName.toLowerCase() + (e.id ? '#' + e.id : '');
+  for (const c of e.classList) s += '.' + c;
+  const parent = e.parentElement && e.parentElement.closest('[id]');
+  return (parent && parent !== e ? parent.tagName.toLowerCase() + '#' + parent.id + ' ' : '') + s;
+};
+const hidden = (e) => {
+  if (!e.checkVisibility({ checkOpacity: true, checkVisibilityCSS: true,
+    opacityProperty: true, visibilityProperty: true })) return true;
+  for (let n = e; n && n !== document.documentElement; n = n.parentElement) {
+    const r = n.getBoundingClientRect(), cs = getComputedStyle(n);
+    if ((r.width <= 1 || r.height <= 1) && (cs.overflow !== 'visible' || cs.clip !== 'auto'))
+      return true;
+  }
+  return false;
+};
+const background = (e) => {
+  const layers = [];
+  for (let n = e; n; n = n.parentElement) {
+    const cs = getComputedStyle(n);
+    if (cs.backgroundImage !== 'none') return { error: 'background-image on ' + describe(n) };
+    const bg = parse(cs.backgroundColor);
+    if (!bg) return { error: 'unparsed background ' + cs.backgroundColor };
+    if (bg.a > 0) layers.push(bg);
+    if (bg.a >= 1) break;
+  }
+  let c = { r: 255, g: 255, b: 255, a: 1 };
+  for (const l of layers.reverse()) c = over(l, c);
+  return { c };
+};
+const ownText = (e) => {
+  if (e instanceof HTMLSelectElement)
+    return e.selectedIndex >= 0 ? [e.options[e.selectedIndex].text, null] : null;
+  if (e instanceof HTMLInputElement || e instanceof HTMLTextAreaElement) {
+    if (e.type === 'hidden') return null;
+    if (e.value) return [e.value, null];
+    return e.placeholder ? [e.placeholder, '::placeholder'] : null;
+  }
+  const t = [...e.childNodes].filter((n) => n.nodeType === Node.TEXT_NODE)
+    .map((n) => n.data).join('').trim();
+  return t ? [t, null] : null;
+};
+const skip = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'OPTION', 'OPTGROUP', 'TITLE']);
+const out = { checked: 0, exempt: 0, min: null, failures: [] };
+for (const e of document.querySelectorAll('body, body *')) {
+  if (skip.has(e.tagName)) continue;
+  const text = ownText(e);
+  if (!text || hidden(e)) continue;
+  if (e.matches(':disabled')) { out.exempt++; continue; }  // WCAG: inactive components
+  const cs = getComputedStyle(e, text[1]);
+  const base = getComputedStyle(e);
+  const bg = background(e);
+  const fg = parse(cs.color);
+  const what = describe(e) + (text[1] || '') + ' "' + text[0].slice(0, 40) + '"';
+  if (bg.error || !fg) {
+    out.failures.push({ what, why: bg.error || 'unparsed ' + cs.color });
+    continue;
+  }
+  // Translucent ancestors: blend the text towards its background (close enough for text whose
+  // background is on the same layer).
+  let opacity = 1;
+  for (let n = e; n; n = n.parentElement) opacity *= Number(getComputedStyle(n).opacity);
+  const ink = over({ ...fg, a: fg.a * opacity }, bg.c);
+  const [l1, l2] = [lum(ink), lum(bg.c)].sort((x, y) => y - x);
+  const ratio = (l1 + 0.05) / (l2 + 0.05);
+  const size = parseFloat(base.fontSize), weight = parseInt(base.fontWeight, 10);
+  const large = size >= 24 || (size >= 18.66 && weight >= 700);
+  const need = large ? 3 : 4.5;
+  const r = { what, fg: hex(fg), bg: hex(bg.c), ratio: Math.round(ratio * 100) / 100, need,
+    size: base.fontSize, weight };
+  out.checked++;
+  if (!out.min || ratio < out.min.exact) out.min = { ...r, exact: ratio };
+  if (ratio < need) out.failures.push(r);
+}
+return out;
+"""
+
+# Whether the page styles a dark scheme (a prefers-color-scheme: dark rule, or color-scheme dark).
+DARK_JS = r"""
+const dark = (rules) => [...rules].some((r) =>
+  (r instanceof CSSMediaRule && /prefers-color-scheme\s*:\s*dark/.test(r.conditionText)) ||
+  (r.cssRules && dark(r.cssRules)));
+for (const s of document.styleSheets) {
+  try { if (dark(s.cssRules)) return true; } catch (e) { /* another origin's sheet */ }
+}
+const meta = document.querySelector('meta[name="color-scheme"]');
+return /dark/.test(getComputedStyle(document.documentElement).colorScheme) ||
+  Boolean(meta && /dark/.test(meta.content));
+"""
+
+
+# Elements of known contrast, to check the audit itself: (id, parent background, colour, font
+# size, weight, how: "" / "disabled" / "hidden", whether the audit must fail it).
+CALIBRATION = [
+    ("gray77", "", "#777777", "15px", "400", "", True),            # 4.48:1
+    ("gray76", "", "#767676", "15px", "400", "", False),           # 4.54:1
+    ("large", "", "#949494", "24px", "400", "", False),            # 3.03:1, large
+    ("large-bold", "", "#949494", "18.67px", "700", "", False),    # 3.03:1, large and bold
+    ("small-bold", "", "#949494", "18px", "700", "", True),        # 3.03:1, not large
+    ("veil-white", "rgba(0, 0, 0, 0.5)", "#ffffff", "15px", "400", "", True),  # 3.95:1
+    ("veil-black", "rgba(0, 0, 0, 0.5)", "#000000", "15px", "400", "", False),  # 5.28:1
+    ("disabled", "", "#cccccc", "15px", "400", "disabled", False),  # exempt
+    ("hidden", "", "#eeeeee", "15px", "400", "hidden", False),      # screen-reader-only
+]
+
+CALIBRATE_JS = r"""
+const box = document.createElement('div');
+box.id = 'a11y-cal';
+for (const [id, veil, color, size, weight, how] of arguments[0]) {
+  const wrap = document.createElement('div');
+  if (veil) wrap.style.backgroundColor = veil;
+  const e = document.createElement(how === 'disabled' ? 'button' : 'span');
+  e.id = 'a11y-cal-' + id;
+  e.textContent = 'calibration ' + id;
+  Object.assign(e.style, { color, fontSize: size, fontWeight: weight });
+  if (how === 'disabled') e.disabled = true;
+  if (how === 'hidden') e.className = 'visually-hidden';
+  wrap.append(e);
+  box.append(wrap);
+}
+document.body.append(box);
+"""
+
+
+def calibrate(p):
+    """The audit against elements of known contrast (set through the CSSOM, which the page's
+    CSP allows), then removes them."""
+    d = p.d
+    d.execute_script(CALIBRATE_JS, [list(c) for c in CALIBRATION])
+    try:
+        r = d.execute_script(CONTRAST_JS)
+    finally:
+        d.execute_script("document.getElementById('a11y-cal').remove()")
+    failed = {f["what"].split("a11y-cal-")[1].split('"')[0].strip()
+              for f in r["failures"] if "a11y-cal-" in f["what"]}
+    want = {c[0] for c in CALIBRATION if c[6]}
+    assert failed == want, f"the contrast audit fails {sorted(failed)}, not {sorted(want)}"
+    gray = [f for f in r["failures"] if "a11y-cal-gray77" in f["what"]][0]
+    assert gray["ratio"] == 4.48, gray
+
+
+class Contrast:
+    """Runs CONTRAST_JS in each colour scheme the page has, asserts, keeps each scheme's
+    minimum."""
+
+    def __init__(self):
+        self.min = {}    # scheme -> (ratio, description)
+        self.runs = []   # (scheme, page state, elements checked)
+
+    def schemes(self, d):
+        return ["light", "dark"] if d.execute_script(DARK_JS) else ["light"]
+
+    def audit(self, p, where):
+        d = p.d
+        failures = []
+        for scheme in self.schemes(d):
+            d.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+                "features": [{"name": "prefers-color-scheme", "value": scheme}]})
+            r = d.execute_script(CONTRAST_JS)
+            assert r["checked"] > 0, f"contrast ({where}, {scheme}): no text found"
+            self.runs.append((scheme, where, r["checked"]))
+            m = r["min"]
+            if scheme not in self.min or m["ratio"] < self.min[scheme][0]:
+                self.min[scheme] = (m["ratio"], f"{m['what']} {m['fg']} on {m['bg']} ({where})")
+            for f in r["failures"]:
+                failures.append(f"  [{scheme}] {f['what']}: " + (
+                    f["why"] if "why" in f else
+                    f"{f['fg']} on {f['bg']} = {f['ratio']}:1 < {f['need']}:1 "
+                    f"({f['size']}, weight {f['weight']})"))
+        d.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+            "features": [{"name": "prefers-color-scheme", "value": "light"}]})
+        assert not failures, f"text below WCAG contrast ({where}):\n" + "\n".join(failures)
+
+    def report(self):
+        for scheme, (ratio, what) in sorted(self.min.items()):
+            n = sum(c for s, _, c in self.runs if s == scheme)
+            print(f"contrast [{scheme}]: minimum {ratio:.2f}:1 over {n} text elements "
+                  f"in {sum(1 for s, _, _ in self.runs if s == scheme)} page states; "
+                  f"lowest: {what}")
+
+
+# Landmarks, language, title, accessible names, table headers, statuses in text. Returns the
+# problems found.
+SEMANTICS_JS = r"""
+const problems = [];
+const text = (e) => (e ? e.textContent.trim() : '');
+if (document.querySelectorAll('main').length !== 1) problems.push('not exactly one <main>');
+if (!document.documentElement.lang) problems.push('<html> has no lang');
+if (!document.title.trim()) problems.push('no <title>');
+const name = (e) => {
+  if ((e.getAttribute('aria-label') || '').trim()) return e.getAttribute('aria-label').trim();
+  const by = (e.getAttribute('aria-labelledby') || '').split(/\s+/).filter(Boolean)
+    .map((id) => text(document.getElementById(id))).join(' ').trim();
+  if (by) return by;
+  if (e.labels) for (const l of e.labels) if (text(l)) return text(l);
+  return e.tagName === 'BUTTON' ? text(e) : '';
+};
+const describe = (e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') +
+  [...e.classList].map((c) => '.' + c).join('');
+for (const e of document.querySelectorAll('input, select, textarea, button')) {
+  if (e.type === 'hidden' || e.closest('[aria-hidden="true"]')) continue;
+  if (!name(e)) problems.push(describe(e) + ' has no accessible name');
+}
+for (const t of document.querySelectorAll('table')) {
+  const ths = t.querySelectorAll('th');
+  if (t.rows.length && !ths.length) problems.push(describe(t) + ' has no <th> header');
+  for (const th of ths)
+    if (!['col', 'row', 'colgroup', 'rowgroup'].includes(th.getAttribute('scope')))
+      problems.push(describe(t) + ' <th> "' + text(th) + '" has no scope');
+}
+for (const b of document.querySelectorAll('.badge')) {
+  const status = [...b.classList].find((c) => c.startsWith('badge-')).slice(6);
+  if (status !== 'unknown' && text(b) !== status)
+    problems.push('badge ' + status + ' says "' + text(b) + '", not its status');
+  if (!text(b)) problems.push('badge ' + status + ' has no text');
+}
+for (const seg of document.querySelectorAll('#coverage-chart .seg')) {
+  const status = [...seg.classList].find((c) => c.startsWith('badge-')).slice(6);
+  const row = seg.closest('.bar-row');
+  const label = seg.parentElement.getAttribute('aria-label') || '';
+  if (!label.includes(status) || !text(row.querySelector('.bar-count')).includes(status))
+    problems.push('coverage segment ' + status + ' is colour only in ' + text(row).slice(0, 40));
+}
+return problems;
+"""
+
+
+def semantics(p, where):
+    problems = p.d.execute_script(SEMANTICS_JS)
+    assert not problems, f"semantics ({where}):\n  " + "\n  ".join(problems)
+
+
+# Focus indicators: the controls the keyboard can reach, each with its outline and box-shadow
+# while not focused (keyed by a number kept on the element). Then, at each Tab, the focused one.
+FOCUSABLE_JS = r"""
+document.activeElement.blur();
+window.__a11yKey = window.__a11yKey || new WeakMap();
+window.__a11yRest = new Map();
+let next = 1;
+const style = (e) => { const cs = getComputedStyle(e);
+  return [cs.outlineStyle, cs.outlineWidth, cs.outlineColor, cs.boxShadow].join(' | '); };
+const keys = [];
+for (const e of document.querySelectorAll(
+    'a[href], button, input, select, textarea, [tabindex]:not([tabindex="-1"])')) {
+  if (e.matches(':disabled') || e.tabIndex < 0 || !e.checkVisibility({ checkVisibilityCSS: true,
+    visibilityProperty: true })) continue;
+  if (!window.__a11yKey.has(e)) window.__a11yKey.set(e, next++ + '-' + Math.random());
+  window.__a11yRest.set(window.__a11yKey.get(e), style(e));
+  keys.push(window.__a11yKey.get(e));
+}
+return keys;
+"""
+
+FOCUSED_JS = r"""
+const e = document.activeElement;
+if (!e || e === document.body) return null;
+const cs = getComputedStyle(e);
+const key = (window.__a11yKey && window.__a11yKey.get(e)) || null;
+return { key, what: e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') +
+    [...e.classList].map((c) => '.' + c).join('') + ' "' + (e.textContent || e.value || '')
+    .trim().slice(0, 30) + '"',
+  visible: e.matches(':focus-visible'), outline: [cs.outlineStyle, cs.outlineWidth],
+  now: [cs.outlineStyle, cs.outlineWidth, cs.outlineColor, cs.boxShadow].join(' | '),
+  rest: key ? window.__a11yRest.get(key) : null, shadow: cs.boxShadow,
+  inDetail: Boolean(e.closest('#detail')) };
+"""
+
+
+def press(d, *keys):
+    ActionChains(d).send_keys(*keys).perform()
+
+
+def focused(d):
+    return d.execute_script(FOCUSED_JS)
+
+
+def focus_walk(p, where):
+    """Tabs through the whole page: each control the keyboard reaches must match :focus-visible
+    and show an outline (width > 0, style not none) or a box-shadow it lacks when unfocused, and
+    every visible enabled control must be reached."""
+    d = p.d
+    keys = d.execute_script(FOCUSABLE_JS)
+    seen, bad = [], []
+    for _ in range(len(keys) + 10):
+        press(d, Keys.TAB)
+        f = focused(d)
+        if f is None:
+            continue  # the page lost focus to the browser between the last control and the first
+        key = f["key"] or f["what"]  # a control outside the list, e.g. a scrollable box
+        if key in seen:
+            break
+        seen.append(key)
+        outline = f["outline"][0] != "none" and float(f["outline"][1].rstrip("px") or 0) > 0
+        shadow = f["shadow"] != "none"
+        if not f["visible"] or not (outline or shadow) or f["now"] == f["rest"]:
+            bad.append(f"  {f['what']}: focus-visible {f['visible']}, focused {f['now']!r}, "
+                       f"unfocused {f['rest']!r}")
+    missed = [k for k in keys if k not in seen]
+    assert not bad, f"focus not visible ({where}):\n" + "\n".join(bad)
+    assert not missed, f"{len(missed)} of {len(keys)} controls not reached by Tab ({where})"
+    print(f"focus: {len(seen)} controls reached by Tab, each with a visible indicator ({where})")
+
+
+def keyboard_flow(p, contrast):
+    """The keyboard alone: "/" to the search, a name, Tab to the first row's button, Enter opens
+    its detail (focus on its heading), Tab reaches every copy button, Escape closes the detail
+    and focus goes back to the row's button."""
+    d = p.d
+    p.ready = None
+    d.get("about:blank")
+    d.get(p.url)
+    p.settled("a fresh load")
+    press(d, "/")
+    assert d.switch_to.active_element.get_attribute("id") == "search", "/ focuses the search"
+    press(d, "model-1")
+    p.wait(lambda: p.model_ids() and all("model-1" in m for m in p.model_ids()),
+           "search results")
+    p.quiet("the search's last render")
+    first = p.model_ids()[0]
+    path = []
+    for _ in range(20):
+        press(d, Keys.TAB)
+        f = focused(d)
+        path.append(f and f["what"])
+        if d.execute_script("return document.activeElement === "
+                            "document.querySelector('#rows-body button.model-link')"):
+            break
+    else:
+        raise AssertionError("Tab from the search never reached the first row's button: "
+                             + ", ".join(map(str, path)))
+    press(d, Keys.ENTER)
+    p.wait(lambda: p.text("detail-heading") == first and "Run script" in p.text("detail-body"),
+           "Enter opening the first row's detail")
+    p.quiet("the detail's render")
+    assert d.switch_to.active_element.get_attribute("id") == "detail-heading", \
+        "focus moves to the opened detail's heading"
+    copies = d.execute_script("return document.querySelectorAll('#detail button.copy').length")
+    assert copies, "the detail has copy buttons"
+    reached = set()
+    for _ in range(40):
+        press(d, Keys.TAB)
+        f = focused(d)
+        assert f and f["inDetail"], f"Tab left the detail before its copy buttons: {f}"
+        if f["what"].startswith("button.copy"):
+            reached.add(d.switch_to.active_element.get_attribute("aria-label"))
+            if len(reached) == copies:
+                break
+    assert len(reached) == copies, f"copy buttons reached by Tab: {reached}"
+    contrast.audit(p, "detail open, keyboard")
+    semantics(p, "detail open")
+    focus_walk(p, "models, detail open")
+    # Escape from inside the detail (on its last copy button): focus back on the row's button.
+    d.execute_script("const b = document.querySelectorAll('#detail button.copy');"
+                     "b[b.length - 1].focus()")
+    press(d, Keys.ESCAPE)
+    p.wait(lambda: not d.find_element(By.ID, "detail").is_displayed(), "Escape closing the detail")
+    p.wait(lambda: d.execute_script(
+        "const e = document.activeElement;"
+        "return e.matches('#rows-body button.model-link') && e.textContent === arguments[0]",
+        first), "focus back on the row's button after Escape")
+    assert "model" not in p.state(), p.state()
+    print(f"keyboard: / search, Tab to {first}, Enter, {copies} copy buttons by Tab, Escape "
+          "back to the row's button")
+
+
 def main():
     args = fx.parse_args([(("--artifacts",), {"required": True})])
     os.makedirs(args.artifacts, exist_ok=True)
     with fx.Scratch() as root:
         data, catalog, fixture_id = fx.make_data(root, args.lathe, args.make_dataset)
-        server = fx.Server(args.lathe, data, catalog)
+        server = fx.Server(args.lathe, data, catalog, web=WEB)
+        for name in ("index.html", "style.css", "app.js"):
+            with open(os.path.join(WEB, name), "rb") as f:
+                assert server.get(name)[2] == f.read(), f"the server does not serve {WEB}/{name}"
         driver = start_browser()
         try:
             run(Page(driver, server.url), fixture_id, args.artifacts)
@@ -114,6 +529,10 @@ def run(p, fixture_id, artifacts):
     d.get(p.url)
     p.settled("the first render")
     assert p.model_ids(), "the default view lists the dataset's rows"
+    calibrate(p)
+    contrast = Contrast()
+    contrast.audit(p, "rows")
+    semantics(p, "rows")
 
     # Search as you type, with the "/" shortcut; the URL holds the query.
     d.find_element(By.TAG_NAME, "body").send_keys("/")
@@ -132,6 +551,7 @@ def run(p, fixture_id, artifacts):
     assert p.badge_of(fx.UNRUN_ID) == "untested", p.badge_of(fx.UNRUN_ID)
     assert p.model_ids()[0] == fixture_id, p.model_ids()
     assert p.state()["view"] == "trending"
+    contrast.audit(p, "trending, with untested rows")
 
     # Another lathe version.
     Select(d.find_element(By.ID, "lathe")).select_by_value("0.0.9")
@@ -164,6 +584,7 @@ def run(p, fixture_id, artifacts):
     copied = d.execute_async_script(
         "const done = arguments[0]; navigator.clipboard.readText().then(done, (e) => done('ERR ' + e));")
     assert copied == "echo '" + fx.INJECTION + "'", copied
+    contrast.audit(p, "detail of the injection row, copied")
 
     # A real sweep's row: its stack and run script.
     search.send_keys(Keys.CONTROL, "a")
@@ -176,6 +597,8 @@ def run(p, fixture_id, artifacts):
     p.wait(lambda: p.text("detail-heading") == fixture_id and "lathe generate" in p.text("detail-body"),
            "the fixture's run script")
     d.save_screenshot(os.path.join(artifacts, "explorer.png"))
+    contrast.audit(p, "detail of a swept row")
+    semantics(p, "detail of a swept row")
     d.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
     p.wait(lambda: not d.find_element(By.ID, "detail").is_displayed(), "Escape closing the detail")
 
@@ -184,6 +607,9 @@ def run(p, fixture_id, artifacts):
     search.send_keys(Keys.CONTROL, "a")
     search.send_keys(Keys.BACKSPACE)
     p.wait(lambda: d.find_elements(By.CSS_SELECTOR, "#coverage-chart .bar-row"), "the coverage chart")
+    p.quiet("the coverage chart")
+    contrast.audit(p, "coverage")
+    semantics(p, "coverage")
     d.find_element(By.ID, "tab-diff").click()
     p.wait(lambda: "regressions" in p.text("diff-line"), "the diff")
     Select(d.find_element(By.ID, "diff-a-lathe")).select_by_value("0.0.9")
@@ -193,6 +619,9 @@ def run(p, fixture_id, artifacts):
     assert "Regressions (pass in A, not in B)" in p.text("diff-body")
     assert d.find_elements(By.CSS_SELECTOR, "#diff-body table.diff tr"), "regression rows"
     d.save_screenshot(os.path.join(artifacts, "explorer-diff.png"))
+    contrast.audit(p, "diff")
+    semantics(p, "diff")
+    focus_walk(p, "diff")
 
     # The URL is the state: a fresh load of it shows the same diff.
     url = d.current_url
@@ -200,6 +629,9 @@ def run(p, fixture_id, artifacts):
     d.get(url)
     p.wait(lambda: "A = lathe 0.0.9" in p.text("diff-line"), "the diff restored from the URL")
     assert not d.find_element(By.ID, "diff-view").get_attribute("hidden")
+
+    keyboard_flow(p, contrast)
+    contrast.report()
 
 
 if __name__ == "__main__":
