@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/) with clang and runs each for SECONDS (default 30) on a
 # copy of its seed corpus. Fails when any target crashes, leaks, hangs past -timeout or runs
-# out of memory; the reproducer is kept in build-fuzz/artifacts/TARGET/.
-# Usage: tools/fuzz.sh [SECONDS] [TARGET...]     (LATHE_FUZZ_BUILD overrides build-fuzz)
+# out of memory; the reproducer is kept in build-san/artifacts/TARGET/. The targets are built
+# by tools/build-sanitized.sh, in the sanitizer build the test suite also uses.
+# Usage: tools/fuzz.sh [SECONDS] [TARGET...]     (LATHE_SAN_BUILD overrides build-san)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET="${1:-30}"
@@ -13,34 +14,8 @@ if ((${#TARGETS[@]} == 0)); then
     fuzz_chat_template fuzz_dataset fuzz_http)
 fi
 
-# The build dependencies and pyarrow's venv (tools/setup.sh, without its build).
-LATHE_SETUP_NO_BUILD=1 tools/setup.sh
-VENV="${LATHE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/venv}"
-# clang and libFuzzer's runtime (Debian 12: clang 14, whose libclang_rt.fuzzer is in
-# libclang-rt-14-dev); apt-get only when something is missing.
-need=()
-command -v clang++ >/dev/null 2>&1 || need+=(clang)
-if ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
-  v="$(clang++ --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p')"
-  need+=("libclang-rt-${v:-14}-dev")
-fi
-if ((${#need[@]})); then
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
-fi
-
-BUILD="${LATHE_FUZZ_BUILD:-build-fuzz}"
-LAUNCHER=()
-if command -v ccache >/dev/null 2>&1; then
-  LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-fi
-# -O1 with line tables: fast enough to fuzz, quick to build, stacks name the line.
-CC=clang CXX=clang++ cmake -S . -B "$BUILD" -DLATHE_FUZZ=ON -DLATHE_BUILD_TESTS=OFF \
-  -DLATHE_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_CXX_FLAGS_FUZZ="-O1 -gline-tables-only" \
-  -DLATHE_PYTHON="$VENV/bin/python" "${LAUNCHER[@]}" >/dev/null
-cmake --build "$BUILD" -j"$(nproc)" --target "${TARGETS[@]}"
+BUILD="${LATHE_SAN_BUILD:-build-san}"
+tools/build-sanitized.sh "${TARGETS[@]}"
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:allocator_may_return_null=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"

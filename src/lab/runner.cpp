@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/sanitizers.h"
 #include "io/durable.h"
 #include "lab/dataset.h"
 #include "lab/subprocess.h"
@@ -217,6 +218,16 @@ SweepResult run_sweep(const Catalog& catalog, const SweepOptions& o) {
     } else {
       row = row_for_dead_process(base, last_line(progress_file), pr.timed_out, pr.signal,
                                  pr.exit_code, pr.peak_rss_bytes, pr.seconds);
+      // In an AddressSanitizer build ASan enforces the memory limit (lab/subprocess.cpp): it
+      // aborts the process when an allocation would pass it.
+      if (kAddressSanitizer && pr.signal == SIGABRT &&
+          file_tail(log_file, 1 << 16).find("SUMMARY: AddressSanitizer: out-of-memory") !=
+              std::string::npos) {
+        row.status = "oom";
+        row.error_type = "out_of_memory";
+        row.error_message = cat("out of memory in stage ", row.stage, " (limit ",
+                                row.memory_limit_bytes >> 20, " MiB, enforced by ASan)");
+      }
       row.finished_at = utc_now();
     }
     if (row.status != "pass") row.log_tail = file_tail(log_file, 4000);

@@ -23,11 +23,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The child's environment under AddressSanitizer, whose shadow memory cannot live under
-// RLIMIT_AS: ASan enforces the memory limit instead (malloc returns null, so new throws
-// std::bad_alloc, once the resident size passes the limit). Empty otherwise.
+// Whether the process is this executable, built with AddressSanitizer (the lab's own
+// processes in a sanitizer build): its shadow memory cannot live under RLIMIT_AS.
+bool runs_asan_self(const ProcessOptions& o) {
+  if (!kAddressSanitizer) return false;
+  std::error_code ec;
+  return fs::equivalent(o.argv[0], self_executable(), ec);
+}
+
+// The environment of an ASan process started with a memory limit: ASan enforces the limit on
+// its resident size in place of RLIMIT_AS (allocations past it fail; a `new` that fails
+// aborts, with "AddressSanitizer: out-of-memory" in its log).
 std::vector<std::string> asan_limit_environment(int64_t memory_limit_bytes) {
-  if (!kAddressSanitizer || memory_limit_bytes <= 0) return {};
   std::vector<std::string> env;
   std::string options;
   for (char** e = environ; *e; ++e) {
@@ -43,8 +50,8 @@ std::vector<std::string> asan_limit_environment(int64_t memory_limit_bytes) {
 }
 
 // In the forked child, before exec: only async-signal-safe calls.
-[[noreturn]] void exec_child(const ProcessOptions& o, char* const* argv, char* const* envp,
-                             int log_fd, pid_t parent) {
+[[noreturn]] void exec_child(const ProcessOptions& o, bool limit_by_asan, char* const* argv,
+                             char* const* envp, int log_fd, pid_t parent) {
   ::setpgid(0, 0);
   // Die with the sweep: a killed sweep leaves no model running.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -56,7 +63,7 @@ std::vector<std::string> asan_limit_environment(int64_t memory_limit_bytes) {
       ::setrlimit(RLIMIT_AS, &r);
     }
   }
-  if (o.memory_limit_bytes > 0 && !kAddressSanitizer) {
+  if (o.memory_limit_bytes > 0 && !limit_by_asan) {
     rlimit r{};
     ::getrlimit(RLIMIT_AS, &r);
     r.rlim_cur = static_cast<rlim_t>(o.memory_limit_bytes);
@@ -85,7 +92,9 @@ ProcessResult run_process(const ProcessOptions& o) {
   std::vector<char*> argv;
   for (const auto& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  const std::vector<std::string> env = asan_limit_environment(o.memory_limit_bytes);
+  const bool limit_by_asan = o.memory_limit_bytes > 0 && runs_asan_self(o);
+  const std::vector<std::string> env =
+      limit_by_asan ? asan_limit_environment(o.memory_limit_bytes) : std::vector<std::string>{};
   std::vector<char*> envp;
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
@@ -101,7 +110,8 @@ ProcessResult run_process(const ProcessOptions& o) {
     if (log_fd >= 0) ::close(log_fd);
     fail("cannot start ", o.argv[0], ": ", std::strerror(errno));
   }
-  if (pid == 0) exec_child(o, argv.data(), env.empty() ? nullptr : envp.data(), log_fd, parent);
+  if (pid == 0)
+    exec_child(o, limit_by_asan, argv.data(), env.empty() ? nullptr : envp.data(), log_fd, parent);
   if (log_fd >= 0) ::close(log_fd);
   ::setpgid(pid, pid);  // also from this side, so the group exists before any kill
 
