@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <fstream>
 #include <iterator>
@@ -150,6 +151,12 @@ std::optional<std::pair<std::string, std::string>> page_file(const ServeOptions&
 }  // namespace
 
 void configure_explorer(httplib::Server& svr, DataStore& store, const ServeOptions& opts) {
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second explorer
+  // started on a port in use binds it too and the two silently share its requests.
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   svr.set_payload_max_length(1024);
   svr.set_tcp_nodelay(true);  // headers and body go out in two writes: no Nagle delay between
   svr.set_read_timeout(5);

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import time
 import unittest
@@ -150,6 +151,18 @@ class ExplorerApi(unittest.TestCase):
                 self.assertEqual(server.get(bad)[0], 404, bad)
         finally:
             server.stop()
+
+    def test_start_errors(self):
+        # docs/errors.md: a port in use and a missing page are one clear line and exit code 1.
+        base = [ARGS.lathe, "lab", "serve", "--data", self.data, "--catalog", self.catalog]
+        for extra, message in (
+                (["--port", str(self.server.port)], "cannot listen there"),
+                (["--port", "0", "--web", os.path.join(self.root, "no-such-web")],
+                 "the explorer's page is missing")):
+            r = subprocess.run(base + extra, capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(message, r.stderr)
+            self.assertEqual(r.stderr.count("error:"), 1, r.stderr)
 
     def test_read_only(self):
         for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):

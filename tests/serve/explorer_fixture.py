@@ -96,6 +96,8 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             return None
+        finally:
+            self.proc.stdout.close()
 
 
 class Scratch:
