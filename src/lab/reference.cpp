@@ -75,6 +75,20 @@ fs::path install_entry(const fs::path& tmp, const fs::path& key_dir) {
   return dest;
 }
 
+// Fills the temporary entry `tmp` with `fill` and installs it: on any failure (a full disk)
+// the temporary entry is removed and the cache is left as it was.
+template <typename Fill>
+fs::path store_entry(const fs::path& tmp, const fs::path& key_dir, Fill fill) {
+  try {
+    fill();
+    return install_entry(tmp, key_dir);
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    fail(key_dir.string(), ": cannot store the reference in the cache: ", e.what());
+  }
+}
+
 fs::path fresh_tmp(const fs::path& key_dir) {
   fs::create_directories(key_dir);
   const fs::path tmp = key_dir / cat(".tmp-", ::getpid());
@@ -187,10 +201,11 @@ void import_golden(const fs::path& fixture, const fs::path& key_dir) {
   golden["script"] = cat("python tools/reference/make_tiny.py --only ", fixture.filename().string(),
                          "   # needs torch and transformers; writes tests/fixtures/tiny/",
                          fixture.filename().string(), "/goldens.*");
-  write_file_atomic(tmp / "reference.json", golden.dump(1) + "\n");
-  fs::copy_file(fixture / "goldens.safetensors", tmp / "reference.safetensors",
-                fs::copy_options::overwrite_existing);
-  install_entry(tmp, key_dir);
+  store_entry(tmp, key_dir, [&] {
+    write_file_atomic(tmp / "reference.json", golden.dump(1) + "\n");
+    fs::copy_file(fixture / "goldens.safetensors", tmp / "reference.safetensors",
+                  fs::copy_options::overwrite_existing);
+  });
 }
 
 Reference run_bridge(const BridgeOptions& opts, const fs::path& model_dir,
@@ -221,7 +236,7 @@ Reference run_bridge(const BridgeOptions& opts, const fs::path& model_dir,
          ": ", tail);
   }
   fs::remove(tmp / "bridge.log");
-  return read_reference(install_entry(tmp, key_dir), "bridge");
+  return read_reference(store_entry(tmp, key_dir, [] {}), "bridge");
 }
 
 }  // namespace lathe

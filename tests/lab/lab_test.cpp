@@ -2,6 +2,10 @@
 // classification of dead processes, catalogs, the reference cache, report and diff.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <fstream>
 
@@ -323,6 +327,49 @@ TEST(ReferenceCache, KeyedByModelAndPromptAndNewestVersionWins) {
   std::filesystem::copy(ref->dir, k1 / "transformers-5.3.0_torch-2.15.0",
                         std::filesystem::copy_options::recursive);
   EXPECT_EQ(lookup_reference(k1)->dir.filename(), "transformers-5.100.0_torch-2.15.0");
+}
+
+// The disk fills while the reference cache stores an entry (RLIMIT_FSIZE below the goldens'
+// size, in a child process): a clear error naming the cache, no entry and no temporary folder
+// left, and the next try stores the entry whole.
+TEST(ReferenceCache, FullDiskLeavesNoEntryAndTheNextTryStoresIt) {
+  ScratchDir dir("refcache-full");
+  const auto key = reference_key_dir(dir.path(), "cccc", {1, 2, 3}, 32);
+  const std::string fixture = lathe::testing::fixture_dir("llama_tied_gqa");
+  ASSERT_GT(std::filesystem::file_size(fixture + "/goldens.safetensors"), 16u << 10);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{16 << 10, 16 << 10};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    int code = 4;
+    try {
+      import_golden(fixture, key);
+      code = 0;
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      code = what.find(key.string()) != std::string::npos &&
+                     what.find("cannot store the reference") != std::string::npos
+                 ? 1
+                 : 2;
+    } catch (...) {
+      code = 3;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1) << "0: stored, 1: clear error, 2: unclear, 3: other throw";
+  EXPECT_FALSE(lookup_reference(key));
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path()))
+    EXPECT_FALSE(e.path().filename().string().starts_with(".tmp")) << e.path();
+
+  import_golden(fixture, key);
+  const auto ref = lookup_reference(key);
+  ASSERT_TRUE(ref);
+  EXPECT_EQ(ref->greedy_tokens.size(), 32u);
 }
 
 TEST(Report, CoverageCountsArchitecturesWithAPass) {
