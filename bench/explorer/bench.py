@@ -2,7 +2,9 @@
 5,000 models, through lathe's own Parquet writer) and a 1,000-model trending ranking, starts
 `lathe lab serve` on a free port, sends each endpoint's request REPEAT times over one
 keep-alive connection, and prints the first request's time (answers are cached per snapshot
-of the files) and p50/p95 per endpoint. A measurement, not a test.
+of the files) and p50/p95 per endpoint; then the time of the first request after a new file
+appears (only it is read) and after every file changed (all are read again). A measurement,
+not a test.
 
     python3 bench/explorer/bench.py [--build build] [--rows 5000] [--repeat 200]
 """
@@ -83,6 +85,26 @@ def main():
                       f"{percentile(times, 95):8.2f} "
                       f"{len(body):9}")
             print(f"({rows} rows served; {a.repeat} requests per endpoint, one connection)")
+
+            def timed_versions():
+                time.sleep(1.1)  # the server looks at the files at most once a second
+                t = time.perf_counter()
+                conn.request("GET", "/api/versions")
+                r = conn.getresponse()
+                body = json.loads(r.read())
+                return (time.perf_counter() - t) * 1000, body["rows"]
+
+            fx.run([make, os.path.join(root, "more"), "--rows", "10", "--lathe", "0.3.0"])
+            more = os.path.join(root, "more", "dataset")
+            for name in os.listdir(more):
+                os.rename(os.path.join(more, name), os.path.join(data, "dataset", "new-" + name))
+            ms, after = timed_versions()
+            print(f"reload, one new file:   {ms:8.2f} ms ({rows} -> {after} rows)")
+            for dirpath, _, files in os.walk(data):
+                for name in files:
+                    os.utime(os.path.join(dirpath, name))
+            ms, after = timed_versions()
+            print(f"reload, every file:     {ms:8.2f} ms ({after} rows)")
         finally:
             server.stop()
 
