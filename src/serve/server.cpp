@@ -136,7 +136,7 @@ std::optional<std::pair<std::string, std::string>> page_file(const ServeOptions&
                                                              const std::string& target) {
   if (opts.web.empty()) {
     const auto rel = static_relative_path(target);
-    if (!rel) return std::nullopt;
+    if (!rel || content_type_of(*rel).empty()) return std::nullopt;
     const auto body = builtin_page_file(*rel);
     if (!body) return std::nullopt;
     return std::make_pair(std::string(*body), content_type_of(*rel));
