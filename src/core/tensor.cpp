@@ -48,6 +48,15 @@ Tensor Tensor::view(DType dtype, Shape shape, const void* data, std::shared_ptr<
   return t;
 }
 
+Tensor Tensor::wrap(DType dtype, Shape shape, void* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = data;
+  t.writable_ = true;
+  return t;
+}
+
 template <class T>
 T* Tensor::mut() {
   if (!writable_) fail("internal: writing to a read-only tensor view");

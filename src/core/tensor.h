@@ -24,6 +24,9 @@ class Tensor {
   static Tensor zeros(DType dtype, Shape shape);
   // A read-only view of `data`; `owner` keeps the underlying memory (e.g. a mapping) alive.
   static Tensor view(DType dtype, Shape shape, const void* data, std::shared_ptr<const void> owner);
+  // A writable view of memory that something else owns and outlives it (a slot of an
+  // execution arena, a caller's buffer).
+  static Tensor wrap(DType dtype, Shape shape, void* data);
 
   bool defined() const { return data_ != nullptr || numel() == 0; }
   DType dtype() const { return dtype_; }
@@ -41,6 +44,10 @@ class Tensor {
   // Writable access; only for owned tensors (mapped views are read-only memory).
   template <class T>
   T* mut();
+
+  // Points a view made by wrap() at other memory of the same size, without allocating (step
+  // inputs rebound at every execution of a planned graph).
+  void rebind(void* data) { data_ = data; }
 
   // The same data under another shape with the same element count (no copy).
   Tensor reshape(Shape shape) const;

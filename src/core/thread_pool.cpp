@@ -25,8 +25,7 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain,
-                              const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, Job fn) {
   if (n <= 0) return;
   const int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(grain, 1));
   const int chunks = static_cast<int>(std::min<int64_t>(size(), max_chunks));
@@ -54,7 +53,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* job;
+    const Job* job;
     int64_t n;
     int chunks;
     {

@@ -3,17 +3,21 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "models/decoder.h"
 
 namespace lathe {
 namespace {
 
-class LlamaFamilyModel : public Model {
+// transformers LlamaModel / LlamaDecoderLayer: x + attn(norm(x)), then x + mlp(norm(x)).
+class LlamaFamilyModel : public Decoder {
  public:
   LlamaFamilyModel(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)), rope_(cfg_.rope) {
+      : cfg_(std::move(cfg)) {
+    ropes_.emplace_back(cfg_.rope);
     Weights w(ckpt, opts.dtype);
     const int64_t h = cfg_.hidden_size;
     embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
+    embed_scale_ = cfg_.embed_multiplier;
     for (int64_t i = 0; i < cfg_.num_layers; ++i) {
       const std::string p = cat("model.layers.", i, ".");
       Layer l;
@@ -34,40 +38,42 @@ class LlamaFamilyModel : public Model {
     info_ = decoder_info(cfg_, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
-    Tensor cos, sin;
-    rope_.tables(pos0, n, &cos, &sin);
-    Tensor x = ops::embedding(embed_, ids);
-    if (cfg_.embed_multiplier != 1) ops::scale_inplace(x, cfg_.embed_multiplier);
-    record(trace, "embed", x);
-    const float eps = cfg_.rms_norm_eps, off = cfg_.norm_offset;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      Tensor a = self_attention(ctx, ops::rms_norm(x, l.attn_norm, eps, off), l.attn, l.spec, cos,
-                                sin, cache.layers[i], pos0);
-      add_residual(x, a);
-      add_residual(x, gated_mlp(ctx, ops::rms_norm(x, l.mlp_norm, eps, off), l.mlp, cfg_.mlp_act));
-      record(trace, cat("layer.", i, ".out"), x);
-    }
-    cache.length = pos0 + n;
-    Tensor normed = ops::rms_norm(all_logits ? x : last_row(x), final_norm_, eps, off);
-    record(trace, "final_norm", normed);
-    Tensor logits = ops::linear(ctx, normed, lm_head_);
-    if (cfg_.logits_divisor != 1) {
-      float* p = logits.mut<float>();
-      for (int64_t j = 0; j < logits.numel(); ++j) p[j] /= cfg_.logits_divisor;
-    }
-    return logits;
+  std::vector<LayerStateSpec> layer_states() const override {
+    return blocks::kv_layer_states(cfg_.attention, cfg_.layer_windows);
+  }
+
+ protected:
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
+    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
+    a = blocks::self_attention(g, a, l.attn, l.spec, {.rope_tables = in.rope_tables[0], .layer = i},
+                               p);
+    x = add_residual(g, x, a);
+    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    return add_residual(g, x, blocks::gated_mlp(g, m, l.mlp, cfg_.mlp_act, p));
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return norm(g, x, final_norm_);
+  }
+
+  graph::Value head(graph::Builder& g, graph::Value x) const override {
+    graph::Value logits = Decoder::head(g, x);
+    // GraniteForCausalLM: logits / logits_scaling, as a multiplication by the f32 reciprocal
+    // would differ in the last bit.
+    return cfg_.logits_divisor != 1 ? g.divide(logits, cfg_.logits_divisor) : logits;
   }
 
  private:
+  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
+    return blocks::rms_norm(g, x, weight, cfg_.rms_norm_eps, cfg_.norm_offset);
+  }
   // GraniteDecoderLayer: residual + branch * residual_multiplier (1 for the others).
-  void add_residual(Tensor& x, Tensor branch) const {
-    if (cfg_.residual_multiplier != 1) ops::scale_inplace(branch, cfg_.residual_multiplier);
-    ops::add_inplace(x, branch);
+  graph::Value add_residual(graph::Builder& g, graph::Value x, graph::Value branch) const {
+    if (cfg_.residual_multiplier != 1) branch = g.scale(branch, cfg_.residual_multiplier);
+    return g.add(x, branch);
   }
 
   struct Layer {
@@ -77,8 +83,7 @@ class LlamaFamilyModel : public Model {
     GatedMlpWeights mlp;
   };
   LlamaFamilyConfig cfg_;
-  Rope rope_;
-  Tensor embed_, final_norm_, lm_head_;
+  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "graph/executor.h"
+#include "graph/state.h"
 #include "io/checkpoint.h"
 #include "ops/ops.h"
 
@@ -21,24 +23,9 @@ struct ModelOptions {
   std::optional<DType> dtype;
 };
 
-// Called with every named intermediate ("embed", "layer.3.out", "final_norm") when set, so
-// tools can compare a run layer by layer with the reference.
-using Trace = std::function<void(const std::string& name, const Tensor& value)>;
-
-// Static KV cache: per layer, keys and values [max_seq, kv_heads, head_dim] allocated once.
-struct KVCache {
-  struct Layer {
-    Tensor k, v;
-  };
-  std::vector<Layer> layers;
-  int64_t max_seq = 0;
-  int64_t length = 0;  // positions filled so far
-
-  KVCache() = default;
-  KVCache(int64_t layers, int64_t max_seq, int64_t kv_heads, int64_t head_dim);
-  void clear() { length = 0; }
-  uint64_t bytes() const;
-};
+// Called with every named intermediate ("embed", "layer.3.q", "layer.3.out", "final_norm")
+// when set, so tools can compare a run node by node with the reference.
+using Trace = graph::Trace;
 
 // What a caller needs to know about a loaded model.
 struct ModelInfo {
@@ -57,7 +44,8 @@ class Model {
   virtual ~Model() = default;
   const ModelInfo& info() const { return info_; }
 
-  KVCache new_cache(int64_t max_seq) const {
+  // A cache of max_seq positions for one sequence, laid out as the model's layers need.
+  virtual KVCache new_cache(int64_t max_seq) const {
     return KVCache(info_.num_layers, max_seq, info_.kv_heads, info_.head_dim);
   }
 

@@ -224,6 +224,50 @@ std::vector<float> Rope::inv_freq(int64_t seq_len, float* attention_factor) cons
   return {};
 }
 
+Rope::Rope(RopeConfig config) : config_(std::move(config)) {
+  length_dependent_ = config_.kind == RopeKind::Dynamic || config_.kind == RopeKind::LongRope;
+  if (!length_dependent_) fixed_freq_ = inv_freq(0, &fixed_factor_);
+}
+
+void Rope::fill(int64_t pos0, int64_t n, float* cos, float* sin, int64_t stride) const {
+  float scale = fixed_factor_;
+  std::vector<float> recomputed;
+  if (length_dependent_) recomputed = inv_freq(pos0 + n, &scale);
+  const std::vector<float>& freq = length_dependent_ ? recomputed : fixed_freq_;
+  const int64_t half = static_cast<int64_t>(freq.size());
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(pos0 + t) * freq[i];
+      cos[t * stride + i] = std::cos(angle) * scale;
+      sin[t * stride + i] = std::sin(angle) * scale;
+    }
+  }
+}
+
+uint64_t Rope::hash() const {
+  // FNV-1a over every field of the config.
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto add = [&](const auto& v) {
+    const auto* b = reinterpret_cast<const uint8_t*>(&v);
+    for (size_t i = 0; i < sizeof v; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  };
+  const RopeConfig& c = config_;
+  add(static_cast<int>(c.kind));
+  for (double v :
+       {c.theta, c.factor, c.beta_fast, c.beta_slow, c.low_freq_factor, c.high_freq_factor,
+        c.attention_factor.value_or(-1), c.mscale.value_or(-1), c.mscale_all_dim.value_or(-1)})
+    add(v);
+  for (int64_t v :
+       {c.head_dim, c.rot_dim, c.max_position_embeddings, c.original_max_position_embeddings})
+    add(v);
+  add(c.truncate);
+  for (const auto* list : {&c.long_factor, &c.short_factor}) {
+    add(list->size());
+    for (double v : *list) add(v);
+  }
+  return h;
+}
+
 void Rope::tables(int64_t pos0, int64_t n, Tensor* cos, Tensor* sin) const {
   float scale = 1.0f;
   const auto freq = inv_freq(pos0 + n, &scale);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "graph/graph.h"
 #include "io/json.h"
 
 namespace lathe {
@@ -38,10 +39,17 @@ RopeConfig read_rope_config(const JsonFields& cfg, int64_t head_dim,
                             int64_t max_position_embeddings, double default_theta = 10000.0,
                             double default_partial = 1.0);
 
-class Rope {
+class Rope : public graph::RopeSchedule {
  public:
-  explicit Rope(RopeConfig config) : config_(std::move(config)) {}
+  explicit Rope(RopeConfig config);
   const RopeConfig& config() const { return config_; }
+
+  // graph::RopeSchedule: what a RopeTables node computes. Schedules that do not depend on the
+  // sequence length keep their inverse frequencies from construction, so filling allocates
+  // nothing; dynamic and longrope recompute them for the length pos0 + n.
+  int64_t rot_dim() const override { return config_.rot_dim; }
+  void fill(int64_t pos0, int64_t n, float* cos, float* sin, int64_t stride) const override;
+  uint64_t hash() const override;
 
   // cos and sin [n, rot_dim / 2] for positions pos0 .. pos0 + n - 1. Dynamic and longrope
   // scaling depend on the sequence length so far, pos0 + n, as in transformers.
@@ -52,6 +60,9 @@ class Rope {
 
  private:
   RopeConfig config_;
+  bool length_dependent_ = false;
+  std::vector<float> fixed_freq_;  // when not length dependent
+  float fixed_factor_ = 1.0f;
 };
 
 }  // namespace lathe

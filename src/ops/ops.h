@@ -9,6 +9,7 @@
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "graph/graph.h"
 
 namespace lathe {
 
@@ -16,6 +17,7 @@ namespace lathe {
 struct Context {
   ThreadPool* pool = nullptr;
   bool reference_kernels = false;  // use the portable reference kernels (tests, debugging)
+  bool eager = false;              // graph models: run each node as it is built, unplanned
 };
 
 namespace ops {
@@ -29,8 +31,8 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps, float offset =
 Tensor silu_mul(const Tensor& gate, const Tensor& up);
 
 // The MLP activations transformers names in hidden_act (ACT2FN): "silu", "gelu" (erf),
-// "gelu_pytorch_tanh" (tanh approximation), "relu".
-enum class Activation { Silu, Gelu, GeluTanh, Relu, Relu2 };  // Relu2: relu(x)^2
+// "gelu_pytorch_tanh" (tanh approximation), "relu", "relu2".
+using graph::Activation;
 // act(gate) * up, elementwise (a gated MLP).
 Tensor act_mul(Activation act, const Tensor& gate, const Tensor& up);
 // act(x), elementwise.
@@ -56,9 +58,7 @@ void add_inplace(Tensor& a, const Tensor& b);
 // Rows of `table` [vocab, dim] for each id -> [ids, dim] (F32). Ids are range-checked.
 Tensor embedding(const Tensor& table, std::span<const int32_t> ids);
 // Rotary embedding in place on x[tokens, heads, head_dim] with cos/sin [tokens, rot/2].
-// Which elements rotary embedding pairs: HalfSplit (i, i + rot/2) as Llama's rotate_half,
-// Interleaved (2i, 2i + 1) as GLM's and Ernie's.
-enum class RopeLayout { HalfSplit, Interleaved };
+using graph::RopeLayout;
 void rope(Tensor& x, const Tensor& cos, const Tensor& sin,
           RopeLayout layout = RopeLayout::HalfSplit);
 // Causal attention of q[tokens, heads, head_dim] over caches [max_seq, kv_heads, head_dim]

@@ -17,8 +17,9 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
   const float* q = a.q + (t * a.heads + h) * hd;
   const float* bias = a.bias ? a.bias + h * a.bias_stride : nullptr;
   float max_score = -INFINITY;
+  auto row = [&](int64_t j) { return (a.slots > 0 ? j % a.slots : j) * stride + kvh * hd; };
   for (int64_t j = first; j <= p; ++j) {
-    const float* k = a.k_cache + j * stride + kvh * hd;
+    const float* k = a.k_cache + row(j);
     float s = 0.0f;
     for (int64_t d = 0; d < hd; ++d) s += q[d] * k[d];
     s *= a.scale;
@@ -37,7 +38,7 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
   std::fill(out, out + hd, 0.0f);
   for (int64_t j = first; j <= p; ++j) {
     const float w = scores[j - first] / sum;
-    const float* v = a.v_cache + j * stride + kvh * hd;
+    const float* v = a.v_cache + row(j);
     for (int64_t d = 0; d < hd; ++d) out[d] += w * v[d];
   }
 }
@@ -45,15 +46,31 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
 }  // namespace
 
 void attention_reference(const AttentionArgs& a) {
-  std::vector<float> scores(static_cast<size_t>(a.pos0 + a.tokens));
+  std::vector<float> own;
+  float* scores = a.scratch;
+  if (!scores) {
+    own.resize(static_cast<size_t>(a.pos0 + a.tokens));
+    scores = own.data();
+  }
   for (int64_t t = 0; t < a.tokens; ++t)
-    for (int64_t h = 0; h < a.heads; ++h) attend_one(a, t, h, scores.data());
+    for (int64_t h = 0; h < a.heads; ++h) attend_one(a, t, h, scores);
 }
 
 void attention_fast(const AttentionArgs& a, ThreadPool& pool) {
-  pool.parallel_for(a.tokens * a.heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(static_cast<size_t>(a.pos0 + a.tokens));
-    for (int64_t i = begin; i < end; ++i) attend_one(a, i / a.heads, i % a.heads, scores.data());
+  // One chunk of (token, head) rows per thread, each with its own row of scratch.
+  const int64_t rows = a.tokens * a.heads;
+  const int64_t chunks = std::min<int64_t>(pool.size(), rows);
+  pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      std::vector<float> own;
+      float* scores = a.scratch ? a.scratch + c * a.scratch_stride : nullptr;
+      if (!scores) {
+        own.resize(static_cast<size_t>(a.pos0 + a.tokens));
+        scores = own.data();
+      }
+      for (int64_t i = rows * c / chunks; i < rows * (c + 1) / chunks; ++i)
+        attend_one(a, i / a.heads, i % a.heads, scores);
+    }
   });
 }
 

@@ -54,6 +54,10 @@ void rope_half_split(float* x, const float* cos, const float* sin, int64_t token
 // With softcap > 0 each scaled score s becomes softcap * tanh(s / softcap) before the
 // softmax (Gemma2 attn_logit_softcapping). With a bias [heads, bias_stride], bias[h, j] is
 // added to head h's scaled score for key position j (ALiBi), after any capping.
+// With slots > 0 the caches are rings of `slots` rows and position j lives in row j % slots
+// (sliding-window layers); the caller keeps every visible key in the ring. `scratch`, when
+// given, holds pool-size rows of `scratch_stride` >= pos0 + tokens floats, so the kernel
+// allocates nothing.
 struct AttentionArgs {
   const float* q;
   const float* k_cache;
@@ -64,6 +68,9 @@ struct AttentionArgs {
   float softcap = 0.0f;
   const float* bias = nullptr;
   int64_t bias_stride = 0;
+  int64_t slots = 0;
+  float* scratch = nullptr;
+  int64_t scratch_stride = 0;
 };
 void attention_reference(const AttentionArgs& a);
 void attention_fast(const AttentionArgs& a, ThreadPool& pool);

@@ -1,0 +1,302 @@
+// The CPU backends: each graph node mapped onto the kernels of kernels.h. Shapes were checked
+// when the node was built (graph/builder.cpp); what is checked here is step data (ids,
+// positions) that only execution sees.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/backend.h"
+#include "backends/cpu/kernels.h"
+#include "core/error.h"
+
+namespace lathe {
+namespace {
+
+using graph::Op;
+
+const float* f32(const Tensor* t) {
+  return t ? t->data<float>() : nullptr;
+}
+
+void activation(graph::Activation act, const float* x, float* y, int64_t n) {
+  switch (act) {
+    case graph::Activation::Silu:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
+      return;
+    case graph::Activation::GeluTanh:
+      cpu::gelu_tanh(x, y, n);
+      return;
+    case graph::Activation::Gelu:
+      cpu::gelu_erf(x, y, n);
+      return;
+    case graph::Activation::Relu:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : 0.0f;
+      return;
+    case graph::Activation::Relu2:  // transformers ReLUSquaredActivation
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] * x[i] : 0.0f;
+      return;
+  }
+}
+
+void act_mul(graph::Activation act, const float* gate, const float* up, float* y, int64_t n) {
+  switch (act) {
+    case graph::Activation::Silu:
+      cpu::silu_mul(gate, up, y, n);
+      return;
+    case graph::Activation::GeluTanh:
+      cpu::gelu_tanh_mul(gate, up, y, n);
+      return;
+    case graph::Activation::Gelu:
+    case graph::Activation::Relu:
+    case graph::Activation::Relu2:
+      activation(act, gate, y, n);
+      for (int64_t i = 0; i < n; ++i) y[i] *= up[i];
+      return;
+  }
+}
+
+// The position bias of one head for keys 0 .. length - 1 (ALiBi as Bloom or Falcon forms it).
+void position_bias(graph::PositionBias kind, const float* slopes, int64_t heads, int64_t head_dim,
+                   int64_t length, float* out) {
+  const float divisor = static_cast<float>(std::sqrt(static_cast<double>(head_dim)));
+  for (int64_t h = 0; h < heads; ++h) {
+    float* row = out + h * length;
+    switch (kind) {
+      case graph::PositionBias::None:
+        std::fill(row, row + length, 0.0f);
+        break;
+      case graph::PositionBias::Alibi:
+        for (int64_t j = 0; j < length; ++j) row[j] = slopes[h] * static_cast<float>(j);
+        break;
+      case graph::PositionBias::AlibiFalcon: {
+        const float slope = bf16_to_f32(f32_to_bf16(slopes[h]));
+        for (int64_t j = 0; j < length; ++j)
+          row[j] = bf16_to_f32(f32_to_bf16(slope * static_cast<float>(j))) / divisor;
+        break;
+      }
+    }
+  }
+}
+
+// Appends one segment's keys and values to its cache, then attends over it.
+void attention(const NodeArgs& a, bool reference) {
+  const graph::Params& p = a.node.params;
+  const Tensor &q = *a.inputs[0], &k = *a.inputs[1], &v = *a.inputs[2];
+  const int64_t heads = q.dim(1), kv_heads = k.dim(1), head_dim = q.dim(2);
+  const int64_t kv_row = kv_heads * head_dim;
+  for (const graph::Segment& s : a.step.segments) {
+    KVCache& cache = *a.step.caches[static_cast<size_t>(s.seq)];
+    if (p.layer < 0 || p.layer >= static_cast<int64_t>(cache.layers.size()))
+      fail("internal: attention: layer ", p.layer, " not in the cache");
+    KVCache::Layer& l = cache.layers[static_cast<size_t>(p.layer)];
+    if (l.k.dim(1) != kv_heads || l.k.dim(2) != head_dim || s.pos0 + s.count > cache.max_seq)
+      fail("internal: attention: cache ", shape_str(l.k.shape()), " of ", cache.max_seq,
+           " positions for k ", shape_str(k.shape()), " at position ", s.pos0 + s.count);
+    if (s.count > cache.max_step_tokens())
+      fail("internal: attention: a step of ", s.count, " tokens overruns a ring of ", l.slots,
+           " slots");
+    for (int64_t t = 0; t < s.count; ++t) {
+      const int64_t slot = (s.pos0 + t) % l.slots;
+      std::memcpy(l.k.mut<float>() + slot * kv_row, k.data<float>() + (s.first + t) * kv_row,
+                  static_cast<size_t>(kv_row) * sizeof(float));
+      std::memcpy(l.v.mut<float>() + slot * kv_row, v.data<float>() + (s.first + t) * kv_row,
+                  static_cast<size_t>(kv_row) * sizeof(float));
+    }
+    const int64_t length = s.pos0 + s.count;
+    float* bias = nullptr;
+    float* scratch = a.workspace;
+    if (p.bias != graph::PositionBias::None) {
+      bias = a.workspace;
+      scratch = a.workspace + heads * a.step.max_context;
+      position_bias(p.bias, f32(a.inputs[3]), heads, head_dim, length, bias);
+    }
+    cpu::AttentionArgs args{q.data<float>() + s.first * heads * head_dim,
+                            l.k.data<float>(),
+                            l.v.data<float>(),
+                            a.out.mut<float>() + s.first * heads * head_dim,
+                            s.count,
+                            s.pos0,
+                            heads,
+                            kv_heads,
+                            head_dim,
+                            p.window,
+                            p.scale,
+                            p.softcap,
+                            bias,
+                            length,
+                            l.slots,
+                            scratch,
+                            a.step.max_context};
+    if (reference)
+      cpu::attention_reference(args);
+    else
+      cpu::attention_fast(args, a.pool);
+  }
+}
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(bool reference) : reference_(reference) {}
+  const char* name() const override { return reference_ ? "reference" : "cpu"; }
+
+  // Every op has a CPU kernel (Linear for F32 and BF16 weights, which the builder checks).
+  bool supports(const graph::Node&) const override { return true; }
+
+  size_t workspace_floats(const graph::Node& node, int threads,
+                          int64_t max_context) const override {
+    if (node.op != Op::Attention) return 0;
+    const int64_t heads = node.shape[1];
+    const int64_t rows = reference_ ? 1 : threads;
+    const int64_t bias = node.params.bias != graph::PositionBias::None ? heads * max_context : 0;
+    return static_cast<size_t>(bias + rows * max_context);
+  }
+
+  void run(const NodeArgs& a) const override {
+    const graph::Node& n = a.node;
+    const Tensor* x = a.inputs.empty() ? nullptr : a.inputs[0];
+    const int64_t numel = a.out.numel();
+    switch (n.op) {
+      case Op::Input:
+      case Op::Weight:
+      case Op::Reshape:
+        return;  // no compute: bound or aliased by the executor
+      case Op::Embedding: {
+        const Tensor& table = *a.inputs[0];
+        const Tensor& ids = *a.inputs[1];
+        const int64_t vocab = table.dim(0), dim = table.dim(1);
+        const size_t row_bytes = static_cast<size_t>(dim) * dtype_size(table.dtype());
+        for (int64_t i = 0; i < ids.numel(); ++i) {
+          const int64_t id = int64_t{ids.data<int32_t>()[i]} + n.params.id_offset;
+          if (id < 0 || id >= vocab) {
+            if (n.params.id_offset != 0)
+              fail("position ", id - n.params.id_offset, " is past the model's ",
+                   vocab - n.params.id_offset, " learned positions (max_position_embeddings)");
+            fail("token id ", id, " is outside the vocabulary of ", vocab, " tokens");
+          }
+          convert_to_f32(table.dtype(), table.data<uint8_t>() + static_cast<size_t>(id) * row_bytes,
+                         a.out.mut<float>() + i * dim, static_cast<size_t>(dim));
+        }
+        return;
+      }
+      case Op::Linear: {
+        const Tensor& w = *a.inputs[1];
+        const int64_t k = w.dim(1), rows = w.dim(0), m = x->numel() / k;
+        if (reference_)
+          cpu::matmul_reference(x->data<float>(), w.data<void>(), w.dtype(), f32(a.inputs[2]),
+                                a.out.mut<float>(), m, rows, k);
+        else
+          cpu::matmul_fast(x->data<float>(), w.data<void>(), w.dtype(), f32(a.inputs[2]),
+                           a.out.mut<float>(), m, rows, k, a.pool);
+        return;
+      }
+      case Op::RmsNorm: {
+        const int64_t dim = x->dim(-1);
+        cpu::rms_norm(x->data<float>(), a.inputs[1]->data<float>(), n.params.offset, n.params.eps,
+                      a.out.mut<float>(), numel / dim, dim);
+        return;
+      }
+      case Op::LayerNorm: {
+        const int64_t dim = x->dim(-1);
+        const Tensor* w = a.inputs[1];
+        const Tensor* b = a.inputs[2];
+        const int64_t groups = std::max(w ? w->numel() / dim : 1, b ? b->numel() / dim : 1);
+        cpu::layer_norm(x->data<float>(), f32(w), f32(b), groups, n.params.eps, a.out.mut<float>(),
+                        numel / dim, dim);
+        return;
+      }
+      case Op::ActMul:
+        act_mul(n.params.act, x->data<float>(), a.inputs[1]->data<float>(), a.out.mut<float>(),
+                numel);
+        return;
+      case Op::Activation:
+        activation(n.params.act, x->data<float>(), a.out.mut<float>(), numel);
+        return;
+      case Op::Add: {
+        const float *pa = x->data<float>(), *pb = a.inputs[1]->data<float>();
+        float* o = a.out.mut<float>();
+        for (int64_t i = 0; i < numel; ++i) o[i] = pa[i] + pb[i];
+        return;
+      }
+      case Op::Scale: {
+        const float* px = x->data<float>();
+        float* o = a.out.mut<float>();
+        for (int64_t i = 0; i < numel; ++i) o[i] = px[i] * n.params.scale;
+        return;
+      }
+      case Op::Divide: {
+        const float* px = x->data<float>();
+        float* o = a.out.mut<float>();
+        for (int64_t i = 0; i < numel; ++i) o[i] = px[i] / n.params.scale;
+        return;
+      }
+      case Op::Softcap:
+        std::memcpy(a.out.mut<float>(), x->data<float>(), a.out.nbytes());
+        cpu::softcap(a.out.mut<float>(), numel, n.params.softcap);
+        return;
+      case Op::Clamp: {
+        const float* px = x->data<float>();
+        float* o = a.out.mut<float>();
+        const float lim = n.params.limit;
+        for (int64_t i = 0; i < numel; ++i) o[i] = std::clamp(px[i], -lim, lim);
+        return;
+      }
+      case Op::Xielu: {
+        const float* c = n.params.xielu;
+        cpu::xielu(x->data<float>(), a.out.mut<float>(), numel, c[0], c[1], c[2], c[3]);
+        return;
+      }
+      case Op::RopeTables: {
+        const int64_t tokens = n.shape[1], half = n.shape[2];
+        float* cos = a.out.mut<float>();
+        float* sin = cos + tokens * half;
+        for (const graph::Segment& s : a.step.segments)
+          n.rope->fill(s.pos0, s.count, cos + s.first * half, sin + s.first * half, half);
+        return;
+      }
+      case Op::Rope: {
+        const Tensor& t = *a.inputs[1];
+        const int64_t tokens = t.dim(1), half = t.dim(2);
+        std::memcpy(a.out.mut<float>(), x->data<float>(), a.out.nbytes());
+        const float* cos = t.data<float>();
+        const float* sin = cos + tokens * half;
+        switch (n.params.layout) {
+          case graph::RopeLayout::HalfSplit:
+            cpu::rope_half_split(a.out.mut<float>(), cos, sin, x->dim(0), x->dim(1), x->dim(2),
+                                 2 * half);
+            return;
+          case graph::RopeLayout::Interleaved:
+            cpu::rope_interleaved(a.out.mut<float>(), cos, sin, x->dim(0), x->dim(1), x->dim(2),
+                                  2 * half);
+            return;
+        }
+        return;
+      }
+      case Op::Attention:
+        attention(a, reference_);
+        return;
+      case Op::Rows: {
+        const Tensor& idx = *a.inputs[1];
+        const int64_t rows = x->dim(0), dim = x->dim(1);
+        for (int64_t i = 0; i < idx.numel(); ++i) {
+          const int32_t r = idx.data<int32_t>()[i];
+          if (r < 0 || r >= rows) fail("internal: rows: row ", r, " of ", rows);
+          std::memcpy(a.out.mut<float>() + i * dim, x->data<float>() + int64_t{r} * dim,
+                      static_cast<size_t>(dim) * sizeof(float));
+        }
+        return;
+      }
+    }
+  }
+
+ private:
+  bool reference_;
+};
+
+}  // namespace
+
+const Backend& cpu_backend(bool reference) {
+  static const CpuBackend fast(false), ref(true);
+  return reference ? ref : fast;
+}
+
+}  // namespace lathe

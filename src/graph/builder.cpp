@@ -1,0 +1,220 @@
+#include "graph/builder.h"
+
+#include "core/error.h"
+
+namespace lathe::graph {
+
+int64_t Builder::dim(Value v, int i) const {
+  const Shape& s = shape(v);
+  return s.at(i < 0 ? s.size() + i : i);
+}
+
+Value Builder::name(Value v, std::string name) {
+  g_.nodes.at(static_cast<size_t>(v.id)).name = std::move(name);
+  return v;
+}
+
+Value Builder::add_node(Node node) {
+  for (int64_t d : node.shape)
+    if (d < 0) fail("internal: ", op_name(node.op), ": negative dimension");
+  g_.nodes.push_back(std::move(node));
+  const Value v{static_cast<int32_t>(g_.nodes.size() - 1)};
+  if (on_node_) on_node_(g_, v);
+  return v;
+}
+
+void Builder::expect(Value v, const char* op, const char* arg) const {
+  if (!v.valid() || v.id >= static_cast<int32_t>(g_.nodes.size()))
+    fail("internal: ", op, ": ", arg, " is not a node of this graph");
+}
+
+void Builder::expect_f32(Value v, const char* op, const char* arg) const {
+  expect(v, op, arg);
+  if (node(v).dtype != DType::F32)
+    fail("internal: ", op, ": ", arg, " must be F32, got ", dtype_name(node(v).dtype));
+}
+
+void Builder::expect_same_shape(Value a, Value b, const char* op) const {
+  expect_f32(a, op, "a");
+  expect_f32(b, op, "b");
+  if (shape(a) != shape(b))
+    fail("internal: ", op, ": shapes ", shape_str(shape(a)), " and ", shape_str(shape(b)),
+         " differ");
+}
+
+Value Builder::input(InputSlot slot, int64_t n) {
+  Node node{.op = Op::Input, .shape = {n}, .dtype = DType::I32};
+  node.params.input_slot = static_cast<int64_t>(slot);
+  return add_node(std::move(node));
+}
+
+Value Builder::weight(const Tensor& t) {
+  if (!t.defined() || t.numel() == 0) return {};
+  return add_node({.op = Op::Weight, .shape = t.shape(), .dtype = t.dtype(), .constant = t});
+}
+
+Value Builder::embedding(Value table, Value ids, int64_t id_offset) {
+  expect(table, "embedding", "table");
+  expect(ids, "embedding", "ids");
+  if (shape(table).size() != 2 || node(ids).dtype != DType::I32 || shape(ids).size() != 1)
+    fail("internal: embedding: table ", shape_str(shape(table)), " with ids ",
+         shape_str(shape(ids)));
+  Node n{.op = Op::Embedding, .inputs = {table, ids}, .shape = {dim(ids, 0), dim(table, 1)}};
+  n.params.id_offset = id_offset;
+  return add_node(std::move(n));
+}
+
+Value Builder::linear(Value x, Value w, Value bias) {
+  expect_f32(x, "linear", "input");
+  expect(w, "linear", "weight");
+  const Node& wn = node(w);
+  if (wn.shape.size() != 2 || dim(x, -1) != wn.shape[1])
+    fail("internal: linear: input ", shape_str(shape(x)), " does not match weight ",
+         shape_str(wn.shape));
+  if (wn.dtype != DType::F32 && wn.dtype != DType::BF16)
+    fail("internal: linear: weight dtype ", dtype_name(wn.dtype), " has no kernel");
+  if (bias.valid()) {
+    expect_f32(bias, "linear", "bias");
+    if (shape_numel(shape(bias)) != wn.shape[0])
+      fail("internal: linear: bias ", shape_str(shape(bias)), " does not match weight ",
+           shape_str(wn.shape));
+  }
+  Shape out = shape(x);
+  out.back() = wn.shape[0];
+  return add_node({.op = Op::Linear, .inputs = {x, w, bias}, .shape = std::move(out)});
+}
+
+Value Builder::rms_norm(Value x, Value weight, float eps, float offset) {
+  expect_f32(x, "rms_norm", "input");
+  expect_f32(weight, "rms_norm", "weight");
+  if (shape_numel(shape(weight)) != dim(x, -1))
+    fail("internal: rms_norm: weight ", shape_str(shape(weight)), " for input ",
+         shape_str(shape(x)));
+  Node n{.op = Op::RmsNorm, .inputs = {x, weight}, .shape = shape(x)};
+  n.params.eps = eps;
+  n.params.offset = offset;
+  return add_node(std::move(n));
+}
+
+Value Builder::layer_norm(Value x, Value weight, Value bias, float eps) {
+  expect_f32(x, "layer_norm", "input");
+  const int64_t n = dim(x, -1), rows = shape_numel(shape(x)) / n;
+  auto groups = [&](Value t, const char* arg) -> int64_t {
+    if (!t.valid()) return 1;
+    expect_f32(t, "layer_norm", arg);
+    const int64_t count = shape_numel(shape(t)), g = count / n;
+    if (g <= 0 || g * n != count || rows % g != 0)
+      fail("internal: layer_norm: ", arg, " ", shape_str(shape(t)), " for input ",
+           shape_str(shape(x)));
+    return g;
+  };
+  const int64_t gw = groups(weight, "weight"), gb = groups(bias, "bias");
+  if (weight.valid() && bias.valid() && gw != gb)
+    fail("internal: layer_norm: weight ", shape_str(shape(weight)), " and bias ",
+         shape_str(shape(bias)), " differ");
+  Node node{.op = Op::LayerNorm, .inputs = {x, weight, bias}, .shape = shape(x)};
+  node.params.eps = eps;
+  return add_node(std::move(node));
+}
+
+Value Builder::unary(Op op, Value x, Params p) {
+  expect_f32(x, op_name(op), "input");
+  return add_node({.op = op, .inputs = {x}, .shape = shape(x), .params = p});
+}
+
+Value Builder::act_mul(Activation act, Value gate, Value up) {
+  expect_same_shape(gate, up, "act_mul");
+  Node n{.op = Op::ActMul, .inputs = {gate, up}, .shape = shape(gate)};
+  n.params.act = act;
+  return add_node(std::move(n));
+}
+
+Value Builder::activation(Activation act, Value x) {
+  return unary(Op::Activation, x, {.act = act});
+}
+
+Value Builder::add(Value a, Value b) {
+  expect_same_shape(a, b, "add");
+  return add_node({.op = Op::Add, .inputs = {a, b}, .shape = shape(a)});
+}
+
+Value Builder::scale(Value x, float s) {
+  return unary(Op::Scale, x, {.scale = s});
+}
+
+Value Builder::divide(Value x, float divisor) {
+  return unary(Op::Divide, x, {.scale = divisor});
+}
+
+Value Builder::softcap(Value x, float cap) {
+  if (!(cap > 0)) fail("internal: softcap: cap ", cap, " must be positive");
+  return unary(Op::Softcap, x, {.softcap = cap});
+}
+
+Value Builder::clamp(Value x, float limit) {
+  return unary(Op::Clamp, x, {.limit = limit});
+}
+
+Value Builder::xielu(Value x, float alpha_p, float alpha_n, float beta, float eps) {
+  return unary(Op::Xielu, x, {.xielu = {alpha_p, alpha_n, beta, eps}});
+}
+
+Value Builder::reshape(Value x, Shape s) {
+  expect(x, "reshape", "input");
+  if (shape_numel(s) != shape_numel(shape(x)))
+    fail("internal: cannot reshape ", shape_str(shape(x)), " to ", shape_str(s));
+  return add_node(
+      {.op = Op::Reshape, .inputs = {x}, .shape = std::move(s), .dtype = node(x).dtype});
+}
+
+Value Builder::rope_tables(const RopeSchedule& rope, Value positions) {
+  expect(positions, "rope_tables", "positions");
+  if (node(positions).dtype != DType::I32 || shape(positions).size() != 1)
+    fail("internal: rope_tables: positions ", shape_str(shape(positions)));
+  const int64_t half = rope.rot_dim() / 2;
+  return add_node({.op = Op::RopeTables,
+                   .inputs = {positions},
+                   .shape = {2, dim(positions, 0), half},
+                   .rope = &rope});
+}
+
+Value Builder::rope(Value x, Value tables, RopeLayout layout) {
+  expect_f32(x, "rope", "input");
+  expect_f32(tables, "rope", "tables");
+  const Shape& t = shape(tables);
+  if (shape(x).size() != 3 || t.size() != 3 || t[0] != 2 || t[1] != dim(x, 0) ||
+      2 * t[2] > dim(x, 2))
+    fail("internal: rope: x ", shape_str(shape(x)), " with tables ", shape_str(t));
+  Node n{.op = Op::Rope, .inputs = {x, tables}, .shape = shape(x)};
+  n.params.layout = layout;
+  return add_node(std::move(n));
+}
+
+Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Value slopes) {
+  expect_f32(q, "attention", "q");
+  expect_same_shape(k, v, "attention");
+  const Shape &qs = shape(q), &ks = shape(k);
+  if (qs.size() != 3 || ks.size() != 3 || qs[0] != ks[0] || qs[2] != ks[2] || ks[1] <= 0 ||
+      qs[1] % ks[1] != 0)
+    fail("internal: attention: q ", shape_str(qs), " with k ", shape_str(ks));
+  if ((p.bias != PositionBias::None) != slopes.valid() ||
+      (slopes.valid() && shape_numel(shape(slopes)) != qs[1]))
+    fail("internal: attention: position bias slopes do not match ", qs[1], " heads");
+  Node n{.op = Op::Attention, .inputs = {q, k, v, slopes}, .shape = qs};
+  n.params.layer = p.layer;
+  n.params.window = p.window;
+  n.params.scale = p.scale;
+  n.params.softcap = p.softcap;
+  n.params.bias = p.bias;
+  return add_node(std::move(n));
+}
+
+Value Builder::rows(Value x, Value indices) {
+  expect_f32(x, "rows", "input");
+  expect(indices, "rows", "indices");
+  if (shape(x).size() != 2 || node(indices).dtype != DType::I32 || shape(indices).size() != 1)
+    fail("internal: rows: x ", shape_str(shape(x)), " at ", shape_str(shape(indices)));
+  return add_node({.op = Op::Rows, .inputs = {x, indices}, .shape = {dim(indices, 0), dim(x, 1)}});
+}
+
+}  // namespace lathe::graph

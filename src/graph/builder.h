@@ -1,0 +1,77 @@
+// Building a graph: one method per op, each checking its inputs' shapes and dtypes once and
+// inferring the output's, as the eager op front ends used to. Model files and the block
+// library (models/blocks.h) call these; they never touch data.
+//
+// In eager mode (an Executor attached, graph/executor.h) each node is executed as soon as it
+// is built, so a failing op stops the build where it happened: the debugging path.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "graph/graph.h"
+
+namespace lathe::graph {
+
+class Builder {
+ public:
+  // Called with each node right after it is added (eager execution); may be empty.
+  using OnNode = std::function<void(const Graph&, Value)>;
+  explicit Builder(OnNode on_node = {}) : on_node_(std::move(on_node)) {}
+
+  Graph& graph() { return g_; }
+  const Node& node(Value v) const { return g_.at(v); }
+  const Shape& shape(Value v) const { return g_.at(v).shape; }
+  int64_t dim(Value v, int i) const;
+
+  // Names a node (the name the lab compares with the reference's module tree); returns it.
+  Value name(Value v, std::string name);
+  // Marks v as a graph output (kept alive to the end).
+  void output(Value v) { g_.outputs.push_back(v); }
+
+  Value input(InputSlot slot, int64_t n);
+  // A weight or other constant; undefined or empty tensors give an invalid Value, so optional
+  // weights (biases) pass straight through.
+  Value weight(const Tensor& t);
+
+  Value embedding(Value table, Value ids, int64_t id_offset = 0);
+  Value linear(Value x, Value w, Value bias = {});
+  Value rms_norm(Value x, Value weight, float eps, float offset = 0);
+  // Weight and bias (each may be invalid) hold n values, or g * n that successive rows cycle
+  // through (per-head norms over x [tokens, heads, head_dim]).
+  Value layer_norm(Value x, Value weight, Value bias, float eps);
+  Value act_mul(Activation act, Value gate, Value up);
+  Value activation(Activation act, Value x);
+  Value add(Value a, Value b);
+  Value scale(Value x, float s);
+  Value divide(Value x, float divisor);
+  Value softcap(Value x, float cap);
+  Value clamp(Value x, float limit);
+  Value xielu(Value x, float alpha_p, float alpha_n, float beta, float eps);
+  Value reshape(Value x, Shape shape);
+  Value rope_tables(const RopeSchedule& rope, Value positions);
+  Value rope(Value x, Value tables, RopeLayout layout);
+  struct AttentionParams {
+    int64_t layer = 0;
+    int64_t window = 0;  // 0: attend to every earlier position
+    float scale = 0;
+    float softcap = 0;  // 0: no capping
+    PositionBias bias = PositionBias::None;
+  };
+  // q [n, heads, head_dim], k and v [n, kv_heads, head_dim] -> [n, heads, head_dim]. With a
+  // position bias, `slopes` is a Weight of `heads` F32 values.
+  Value attention(Value q, Value k, Value v, const AttentionParams& p, Value slopes = {});
+  Value rows(Value x, Value indices);
+
+ private:
+  Value add_node(Node node);
+  void expect(Value v, const char* op, const char* arg) const;
+  void expect_f32(Value v, const char* op, const char* arg) const;
+  void expect_same_shape(Value a, Value b, const char* op) const;
+  Value unary(Op op, Value x, Params p);
+
+  Graph g_;
+  OnNode on_node_;
+};
+
+}  // namespace lathe::graph

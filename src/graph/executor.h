@@ -1,0 +1,72 @@
+// Executing a graph on a backend, two ways:
+//  - Plan: the whole step graph is built first; memory for every intermediate and scratch
+//    buffer is placed by liveness into one arena, once. run() then executes it with no heap
+//    allocation, as often as the step shape repeats (every decode step).
+//  - EagerRunner: attached to a Builder, runs each node the moment it is built, each output
+//    in a fresh buffer (the debugging and reference path). Both give identical numbers: they
+//    call the same kernels in the same order.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "graph/builder.h"
+
+namespace lathe::graph {
+
+// Called with every named node's value right after it is computed (the lab's layer-by-layer
+// comparison). The tensor is valid only during the call.
+using Trace = std::function<void(const std::string& name, const Tensor& value)>;
+
+class Plan {
+ public:
+  // Plans `graph` for `backend` with `threads` threads and caches of at most max_context
+  // positions.
+  Plan(Graph graph, const Backend& backend, int threads, int64_t max_context);
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+
+  const Graph& graph() const { return graph_; }
+  size_t arena_bytes() const { return arena_bytes_; }
+  int64_t max_context() const { return max_context_; }
+  // Sum of the intermediates' sizes had each had a buffer of its own (what planning saves).
+  size_t unplanned_bytes() const { return unplanned_bytes_; }
+
+  // Executes the graph over `step`, whose inputs must have the shapes the graph was built for.
+  void run(ThreadPool& pool, const StepData& step, const Trace* trace = nullptr);
+  // A node's value after run(); outputs stay valid until the next run().
+  const Tensor& value(Value v) const { return values_.at(static_cast<size_t>(v.id)); }
+
+ private:
+  Graph graph_;
+  const Backend& backend_;
+  int64_t max_context_;
+  std::vector<uint8_t> arena_storage_;
+  uint8_t* arena_ = nullptr;
+  size_t arena_bytes_ = 0, unplanned_bytes_ = 0;
+  std::vector<Tensor> values_;                    // per node: a view of the arena, a weight, ...
+  std::vector<std::vector<const Tensor*>> args_;  // per node: its inputs' values
+  std::vector<float*> workspace_;                 // per node: its scratch in the arena, or null
+};
+
+class EagerRunner {
+ public:
+  EagerRunner(const Backend& backend, ThreadPool& pool, const StepData& step,
+              const Trace* trace = nullptr);
+  // The Builder hook: runs the node just added.
+  Builder::OnNode hook();
+  const Tensor& value(Value v) const { return values_.at(static_cast<size_t>(v.id)); }
+
+ private:
+  void run(const Graph& g, Value v);
+
+  const Backend& backend_;
+  ThreadPool& pool_;
+  const StepData& step_;
+  const Trace* trace_;
+  std::vector<Tensor> values_;
+};
+
+}  // namespace lathe::graph

@@ -1,0 +1,114 @@
+#include "graph/graph.h"
+
+#include <cstring>
+#include <sstream>
+
+namespace lathe::graph {
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Input:
+      return "input";
+    case Op::Weight:
+      return "weight";
+    case Op::Embedding:
+      return "embedding";
+    case Op::Linear:
+      return "linear";
+    case Op::RmsNorm:
+      return "rms_norm";
+    case Op::LayerNorm:
+      return "layer_norm";
+    case Op::ActMul:
+      return "act_mul";
+    case Op::Activation:
+      return "activation";
+    case Op::Add:
+      return "add";
+    case Op::Scale:
+      return "scale";
+    case Op::Divide:
+      return "divide";
+    case Op::Softcap:
+      return "softcap";
+    case Op::Clamp:
+      return "clamp";
+    case Op::Xielu:
+      return "xielu";
+    case Op::Reshape:
+      return "reshape";
+    case Op::RopeTables:
+      return "rope_tables";
+    case Op::Rope:
+      return "rope";
+    case Op::Attention:
+      return "attention";
+    case Op::Rows:
+      return "rows";
+  }
+  return "?";
+}
+
+namespace {
+
+// FNV-1a over the bytes of each field, fed one value at a time (no struct padding hashed).
+struct Hasher {
+  uint64_t h = 0xcbf29ce484222325ull;
+  void bytes(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  }
+  template <class T>
+  void add(T v) {
+    bytes(&v, sizeof v);
+  }
+  void shape(const Shape& s) {
+    add(s.size());
+    for (int64_t d : s) add(d);
+  }
+};
+
+}  // namespace
+
+uint64_t Graph::hash() const {
+  Hasher h;
+  h.add(nodes.size());
+  for (const Node& n : nodes) {
+    h.add(static_cast<int>(n.op));
+    h.add(n.inputs.size());
+    for (Value v : n.inputs) h.add(v.id);
+    h.shape(n.shape);
+    h.add(static_cast<int>(n.dtype));
+    const Params& p = n.params;
+    for (float f : {p.eps, p.offset, p.scale, p.softcap, p.limit, p.xielu[0], p.xielu[1],
+                    p.xielu[2], p.xielu[3]})
+      h.add(f);
+    for (int v : {static_cast<int>(p.act), static_cast<int>(p.layout), static_cast<int>(p.bias)})
+      h.add(v);
+    for (int64_t v : {p.layer, p.window, p.id_offset, p.input_slot}) h.add(v);
+    if (n.op == Op::Weight) {
+      h.shape(n.constant.shape());
+      h.add(static_cast<int>(n.constant.dtype()));
+    }
+    if (n.rope) h.add(n.rope->hash());
+  }
+  h.add(outputs.size());
+  for (Value v : outputs) h.add(v.id);
+  return h.h;
+}
+
+std::string Graph::dump() const {
+  std::ostringstream out;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    out << '%' << i << " = " << op_name(n.op) << '(';
+    for (size_t j = 0; j < n.inputs.size(); ++j)
+      out << (j ? ", " : "") << (n.inputs[j].valid() ? "%" + std::to_string(n.inputs[j].id) : "-");
+    out << ") " << shape_str(n.shape) << ' ' << dtype_name(n.dtype);
+    if (!n.name.empty()) out << ' ' << n.name;
+    out << '\n';
+  }
+  return out.str();
+}
+
+}  // namespace lathe::graph

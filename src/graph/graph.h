@@ -1,0 +1,110 @@
+// The graph IR: a model builds the computation of one step as a list of named nodes (op,
+// inputs, output shape and dtype, parameters). Nodes are kept in the order they were built,
+// which is a valid execution order. A graph refers to weights (zero-copy tensors) and to the
+// step's inputs, but holds no activation data; backends execute it (graph/executor.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace lathe::graph {
+
+// The rotary schedule a RopeTables node computes cos and sin from (models/rope.h implements
+// it from config.json's rope parameters).
+class RopeSchedule {
+ public:
+  virtual ~RopeSchedule() = default;
+  virtual int64_t rot_dim() const = 0;
+  // cos and sin [n, rot_dim / 2] of positions pos0 .. pos0 + n - 1 of one sequence, into
+  // rows of `stride` floats. Schedules that depend on the sequence length (dynamic, longrope)
+  // take it as pos0 + n, as transformers does.
+  virtual void fill(int64_t pos0, int64_t n, float* cos, float* sin, int64_t stride) const = 0;
+  // Every parameter of the schedule, for the graph hash.
+  virtual uint64_t hash() const = 0;
+};
+
+// What a node computes. Every op's inputs, parameters and output are described beside it;
+// the builder (graph/builder.h) checks them when the node is made.
+enum class Op : uint8_t {
+  Input,       // a step input bound at execution: tokens, positions, logit rows (I32)
+  Weight,      // a constant tensor (a weight, mapped or converted once at load)
+  Embedding,   // rows of weight [vocab, dim] at ids (+ offset) -> [n, dim] F32
+  Linear,      // x [.., k] . w[n, k]^T (+ bias[n]) -> [.., n]
+  RmsNorm,     // x / rms(x) * (weight + offset), over the last dimension
+  LayerNorm,   // torch LayerNorm over the last dimension; weight, bias optional
+  ActMul,      // act(gate) * up
+  Activation,  // act(x)
+  Add,         // a + b
+  Scale,       // x * scale
+  Divide,      // x / scale (GraniteForCausalLM divides its logits)
+  Softcap,     // cap * tanh(x / cap)
+  Clamp,       // clamp(x, -limit, limit)
+  Xielu,       // xIELU with formed coefficients
+  Reshape,     // the same data under another shape (a view: no copy, no buffer of its own)
+  RopeTables,  // cos and sin [2, n, rot/2] for the step's positions (per sequence)
+  Rope,        // rotary embedding of x [n, heads, head_dim] with tables [2, n, rot/2]
+  Attention,   // appends k, v to the layer's cache at the step's positions; causal attention
+  Rows,        // rows of x [n, dim] at indices [r] -> [r, dim]
+};
+const char* op_name(Op op);
+
+// The MLP activations transformers names in hidden_act (ACT2FN).
+enum class Activation : uint8_t { Silu, Gelu, GeluTanh, Relu, Relu2 };  // Relu2: relu(x)^2
+// Which elements rotary embedding pairs: HalfSplit (i, i + rot/2) as Llama's rotate_half,
+// Interleaved (2i, 2i + 1) as GLM's and Ernie's.
+enum class RopeLayout : uint8_t { HalfSplit, Interleaved };
+// A bias added to attention scores by key position j: None; Alibi: slope_h * j (Bloom);
+// AlibiFalcon: bf16(bf16(slope_h) * j) / sqrt(head_dim), the roundings Falcon's
+// build_alibi_tensor makes.
+enum class PositionBias : uint8_t { None, Alibi, AlibiFalcon };
+
+// Op parameters: one flat record, so that hashing and printing treat every op alike. Fields
+// an op does not use stay at their defaults.
+struct Params {
+  float eps = 0, offset = 0, scale = 0, softcap = 0, limit = 0;
+  float xielu[4] = {0, 0, 0, 0};  // alpha_p, alpha_n, beta, eps
+  Activation act = Activation::Silu;
+  RopeLayout layout = RopeLayout::HalfSplit;
+  PositionBias bias = PositionBias::None;
+  int64_t layer = -1;      // Attention: which cache layer
+  int64_t window = 0;      // Attention: sliding window (0: none)
+  int64_t id_offset = 0;   // Embedding: added to every id (OPT's learned positions)
+  int64_t input_slot = 0;  // Input: which step input (InputSlot)
+};
+
+// The step inputs an Input node can be bound to.
+enum class InputSlot : int64_t { Tokens, Positions, LogitRows };
+
+// A node's output, by index into Graph::nodes.
+struct Value {
+  int32_t id = -1;
+  bool valid() const { return id >= 0; }
+};
+
+struct Node {
+  Op op = Op::Input;
+  std::string name = {};           // stable, as the transformers module tree names it; or ""
+  std::vector<Value> inputs = {};  // in the op's argument order; an absent optional one is -1
+  Shape shape = {};
+  DType dtype = DType::F32;
+  Params params = {};
+  Tensor constant = {};                // Weight: the tensor (a zero-copy view of the checkpoint)
+  const RopeSchedule* rope = nullptr;  // RopeTables: the rotary schedule
+};
+
+struct Graph {
+  std::vector<Node> nodes;
+  std::vector<Value> outputs;  // kept alive to the end of execution (logits)
+
+  const Node& at(Value v) const { return nodes.at(static_cast<size_t>(v.id)); }
+  // Structure, shapes, dtypes and op parameters; never weight values or node names' data
+  // pointers. Equal graphs hash equally across runs and machines.
+  uint64_t hash() const;
+  // One line per node: "%12 = linear(%10, %11) [5, 64] F32 layer.0.q", for debugging.
+  std::string dump() const;
+};
+
+}  // namespace lathe::graph

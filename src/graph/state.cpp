@@ -1,0 +1,60 @@
+#include "graph/state.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace lathe {
+
+KVCache::KVCache(int64_t num_layers, int64_t max_seq_len, int64_t kv_heads, int64_t head_dim)
+    : max_seq(max_seq_len), max_step_(max_seq_len) {
+  for (int64_t i = 0; i < num_layers; ++i)
+    layers.push_back({.kind = StateKind::FullKV,
+                      .k = Tensor::zeros(DType::F32, {max_seq_len, kv_heads, head_dim}),
+                      .v = Tensor::zeros(DType::F32, {max_seq_len, kv_heads, head_dim}),
+                      .slots = max_seq_len});
+}
+
+KVCache::KVCache(const std::vector<LayerStateSpec>& specs, int64_t max_seq_len,
+                 int64_t max_step_tokens)
+    : max_seq(max_seq_len), max_step_(max_seq_len) {
+  if (max_seq_len <= 0 || max_step_tokens <= 0)
+    fail("internal: KVCache of ", max_seq_len, " positions, steps of ", max_step_tokens);
+  for (const LayerStateSpec& s : specs) {
+    Layer l{.kind = s.kind};
+    switch (s.kind) {
+      case StateKind::FullKV:
+        l.slots = max_seq_len;
+        break;
+      case StateKind::SlidingKV:
+        if (s.window <= 0) fail("internal: sliding KV layer with window ", s.window);
+        l.slots = std::min(max_seq_len, s.window - 1 + max_step_tokens);
+        if (l.slots < max_seq_len) max_step_ = std::min(max_step_, max_step_tokens);
+        break;
+      case StateKind::Recurrent:
+        l.state = Tensor::zeros(DType::F32, s.recurrent);
+        break;
+    }
+    if (s.kind != StateKind::Recurrent) {
+      l.k = Tensor::zeros(DType::F32, {l.slots, s.kv_heads, s.head_dim});
+      l.v = Tensor::zeros(DType::F32, {l.slots, s.kv_heads, s.head_dim});
+    }
+    layers.push_back(std::move(l));
+  }
+}
+
+void KVCache::clear() {
+  length = 0;
+  for (Layer& l : layers)
+    if (l.kind == StateKind::Recurrent) std::memset(l.state.mut<void>(), 0, l.state.nbytes());
+}
+
+uint64_t KVCache::bytes() const {
+  uint64_t total = 0;
+  for (const auto& l : layers)
+    total += l.kind == StateKind::Recurrent ? l.state.nbytes() : l.k.nbytes() + l.v.nbytes();
+  return total;
+}
+
+}  // namespace lathe

@@ -1,0 +1,55 @@
+// Per-sequence state a step reads and appends to, owned by the caller and declared by the
+// model layer by layer: full-attention KV (one slot per position up to max_seq),
+// sliding-window KV (a ring of slots sized by the window, not by max_seq), or recurrent state
+// (a fixed-size tensor per sequence, for convolution and SSM / linear-attention layers).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace lathe {
+
+enum class StateKind : uint8_t { FullKV, SlidingKV, Recurrent };
+
+// What one layer keeps between steps.
+struct LayerStateSpec {
+  StateKind kind = StateKind::FullKV;
+  int64_t kv_heads = 0, head_dim = 0;
+  int64_t window = 0;    // SlidingKV: keys a query sees (itself included)
+  Shape recurrent = {};  // Recurrent: the state's shape
+};
+
+// One sequence's state: KVCache keeps its historical name.
+struct KVCache {
+  struct Layer {
+    StateKind kind = StateKind::FullKV;
+    // KV kinds: keys and values [slots, kv_heads, head_dim]; position p lives in slot
+    // p % slots (slots == max_seq for full attention, so that is slot p).
+    Tensor k = {}, v = {};
+    int64_t slots = 0;
+    Tensor state = {};  // Recurrent
+  };
+  std::vector<Layer> layers;
+  int64_t max_seq = 0;
+  int64_t length = 0;  // positions filled so far
+
+  KVCache() = default;
+  // Full-attention KV on every layer.
+  KVCache(int64_t layers, int64_t max_seq, int64_t kv_heads, int64_t head_dim);
+  // Layers as declared. A sliding layer gets window - 1 + max_step_tokens slots (at most
+  // max_seq): room for every key the step's queries see, so a step must not append more than
+  // max_step_tokens positions to one sequence (the engine splits longer prompts).
+  KVCache(const std::vector<LayerStateSpec>& specs, int64_t max_seq, int64_t max_step_tokens);
+  // Forgets every position (recurrent state back to zeros).
+  void clear();
+  uint64_t bytes() const;
+  // The most positions one step may append (max_seq when no layer is a ring).
+  int64_t max_step_tokens() const { return max_step_; }
+
+ private:
+  int64_t max_step_ = 0;
+};
+
+}  // namespace lathe

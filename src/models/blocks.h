@@ -1,0 +1,46 @@
+// The shared blocks of step graphs: norms, attention, MLPs, as transformers' modules compute
+// them, each naming its nodes under the layer's prefix ("layer.3.") as the module tree does:
+// q, k, v (after projection, norms and rotary), attn (before o_proj), attn_out, mlp_out.
+// Weights are the tensors the model file loaded (models/builder.h has the loaders).
+#pragma once
+
+#include <string>
+
+#include "graph/builder.h"
+#include "models/builder.h"
+
+namespace lathe::blocks {
+
+using graph::Builder;
+using graph::Value;
+
+// x . w^T (+ bias), with an undefined bias meaning none.
+Value linear(Builder& g, Value x, const Tensor& w, const Tensor& bias = {});
+// RMSNorm with its weight scaled by (weight + offset) (offset 1: GemmaRMSNorm).
+Value rms_norm(Builder& g, Value x, const Tensor& weight, float eps, float offset = 0);
+// torch.nn.LayerNorm with these parameters (either may be undefined).
+Value layer_norm(Builder& g, Value x, const NormWeights& w, float eps);
+
+// The step inputs and tables a layer's attention reads.
+struct AttentionInputs {
+  Value rope_tables;  // [2, n, rot/2] (unused when the spec has no rotary)
+  int64_t layer = 0;  // the cache layer
+  graph::PositionBias bias = graph::PositionBias::None;
+  Tensor slopes = {};  // ALiBi slopes [heads] when bias is set
+};
+
+// Self-attention of x [n, hidden]: projections, optional clipping and q/k norms, rotary on the
+// first rot_dim of each head, cache append, causal (windowed) attention, output projection
+// (transformers LlamaAttention and the variants AttentionSpec describes).
+Value self_attention(Builder& g, Value x, const AttentionWeights& w, const AttentionSpec& s,
+                     const AttentionInputs& in, const std::string& prefix);
+
+// down(act(gate(x)) * up(x)), or down(act(up(x))) when the weights have no gate.
+Value gated_mlp(Builder& g, Value x, const GatedMlpWeights& w, ops::Activation act,
+                const std::string& prefix);
+
+// The KV state of attention layers: full KV, or a sliding ring where the layer has a window.
+std::vector<LayerStateSpec> kv_layer_states(const AttentionSpec& s,
+                                            const std::vector<int64_t>& layer_windows);
+
+}  // namespace lathe::blocks
