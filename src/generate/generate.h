@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "generate/sampler.h"
+#include "models/engine.h"
 #include "models/model.h"
 
 namespace lathe {
@@ -27,5 +28,22 @@ struct GenerateResult {
 GenerateResult generate(const Model& model, Context& ctx, KVCache& cache,
                         std::span<const int32_t> prompt, const GenerateOptions& opts,
                         const std::function<void(int32_t)>& on_token = {});
+
+// One request of a batch: its prompt and how many tokens it may generate.
+struct BatchRequest {
+  std::vector<int32_t> prompt;
+  int64_t max_new_tokens = 32;
+};
+
+// Generates for every request at once, each sequence in its own cache (cleared first):
+// prompts are prefilled together (split into steps of at most the caches' step size), then
+// each step decodes one token for every sequence still running. Each sequence gets its own
+// sampler, so the tokens are exactly those of separate runs. `opts.max_new_tokens` is
+// ignored in favour of each request's; timings are the batch's. `on_token(i, id)` is called
+// for sequence i's new ids as they come.
+std::vector<GenerateResult> generate_batch(
+    const GraphModel& model, Context& ctx, std::span<KVCache* const> caches,
+    std::span<const BatchRequest> requests, const GenerateOptions& opts,
+    const std::function<void(size_t, int32_t)>& on_token = {});
 
 }  // namespace lathe

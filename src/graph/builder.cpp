@@ -11,6 +11,7 @@ int64_t Builder::dim(Value v, int i) const {
 
 Value Builder::name(Value v, std::string name) {
   g_.nodes.at(static_cast<size_t>(v.id)).name = std::move(name);
+  if (on_name_) on_name_(g_, v);
   return v;
 }
 

@@ -15,9 +15,11 @@ namespace lathe::graph {
 
 class Builder {
  public:
-  // Called with each node right after it is added (eager execution); may be empty.
+  // Called with each node right after it is added (eager execution), and with each node
+  // when it is named (eager tracing); either may be empty.
   using OnNode = std::function<void(const Graph&, Value)>;
-  explicit Builder(OnNode on_node = {}) : on_node_(std::move(on_node)) {}
+  explicit Builder(OnNode on_node = {}, OnNode on_name = {})
+      : on_node_(std::move(on_node)), on_name_(std::move(on_name)) {}
 
   Graph& graph() { return g_; }
   const Node& node(Value v) const { return g_.at(v); }
@@ -71,7 +73,7 @@ class Builder {
   Value unary(Op op, Value x, Params p);
 
   Graph g_;
-  OnNode on_node_;
+  OnNode on_node_, on_name_;
 };
 
 }  // namespace lathe::graph

@@ -167,6 +167,12 @@ Builder::OnNode EagerRunner::hook() {
   return [this](const Graph& g, Value v) { run(g, v); };
 }
 
+Builder::OnNode EagerRunner::name_hook() {
+  return [this](const Graph& g, Value v) {
+    if (trace_ && *trace_) (*trace_)(g.at(v).name, values_.at(static_cast<size_t>(v.id)));
+  };
+}
+
 void EagerRunner::run(const Graph& g, Value v) {
   const Node& node = g.at(v);
   if (!backend_.supports(node))
@@ -194,7 +200,6 @@ void EagerRunner::run(const Graph& g, Value v) {
       backend_.run({node, args, out, ws.empty() ? nullptr : ws.data(), step_, pool_});
     }
   }
-  if (trace_ && *trace_ && !node.name.empty()) (*trace_)(node.name, out);
 }
 
 }  // namespace lathe::graph

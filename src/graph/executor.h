@@ -55,8 +55,9 @@ class EagerRunner {
  public:
   EagerRunner(const Backend& backend, ThreadPool& pool, const StepData& step,
               const Trace* trace = nullptr);
-  // The Builder hook: runs the node just added.
+  // The Builder hooks: run the node just added; trace a node when it is named.
   Builder::OnNode hook();
+  Builder::OnNode name_hook();
   const Tensor& value(Value v) const { return values_.at(static_cast<size_t>(v.id)); }
 
  private:

@@ -124,7 +124,7 @@ const Tensor& Engine::step(std::span<const int32_t> tokens, std::span<const int3
   const Tensor* result;
   if (ctx_.eager) {
     graph::EagerRunner runner(cpu_backend(ctx_.reference_kernels), *ctx_.pool, data, trace);
-    graph::Builder b(runner.hook());
+    graph::Builder b(runner.hook(), runner.name_hook());
     const StepInputs in{b.input(graph::InputSlot::Tokens, n),
                         b.input(graph::InputSlot::Positions, n),
                         b.input(graph::InputSlot::LogitRows, r)};

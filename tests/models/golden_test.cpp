@@ -21,9 +21,10 @@ std::vector<std::string> fixture_names() {
 
 class Golden : public ::testing::TestWithParam<std::string> {
  protected:
-  GoldenCheck run(const TinyBuildOptions& build, std::optional<DType> dtype, bool reference) {
+  GoldenCheck run(const TinyBuildOptions& build, std::optional<DType> dtype, bool reference,
+                  bool eager = false) {
     ThreadPool pool(2);
-    Context ctx{&pool, reference};
+    Context ctx{&pool, reference, eager};
     return check_golden_fixture(testing::fixture_dir(GetParam()), dir.path(), build, dtype, ctx);
   }
   testing::ScratchDir dir{"golden"};
@@ -47,6 +48,17 @@ TEST_P(Golden, F32MatchesTransformers) {
 
 TEST_P(Golden, ReferenceKernelsMatchTransformers) {
   expect_f32_match(run({}, DType::F32, true));
+}
+
+// The engine's eager path: each node runs as it is built, in buffers of its own.
+TEST_P(Golden, EagerMatchesTransformers) {
+  expect_f32_match(run({}, DType::F32, false, true));
+}
+
+TEST_P(Golden, EagerBf16WithinTolerance) {
+  const GoldenCheck r = run({.dtype = DType::BF16}, std::nullopt, false, true);
+  EXPECT_LE(r.logits.nmse, kGoldenBf16Nmse) << r.name;
+  EXPECT_GE(r.logits.top1_agreement, 0.9) << r.name;
 }
 
 TEST_P(Golden, ShardedCheckpointMatchesTransformers) {

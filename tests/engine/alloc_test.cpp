@@ -1,0 +1,85 @@
+// A planned decode step allocates nothing: every intermediate lives in the plan's arena, the
+// kernels take their scratch from it, and the thread pool borrows its jobs. Counted with a
+// replacement of the global operator new in this test binary alone.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <new>
+
+#include "io/tiny_checkpoint.h"
+#include "models/engine.h"
+#include "models/registry.h"
+#include "support/run.h"
+
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<int64_t> allocations{0};
+}  // namespace
+
+// The replacement pair is malloc and free underneath, which GCC cannot see through.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(std::size_t n) {
+  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+
+namespace lathe {
+namespace {
+
+class DecodeAllocations : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(DecodeAllocations, NoneAfterWarmUp) {
+  const auto& [name, reference] = GetParam();
+  testing::ScratchDir dir("alloc");
+  build_tiny_checkpoint(std::filesystem::path(LATHE_SOURCE_DIR) / "tests/fixtures/tiny" / name,
+                        dir.path(), {});
+  const Checkpoint ckpt = Checkpoint::open(dir.path());
+  auto model = load_model(ckpt, {});
+  const auto* graph = dynamic_cast<const GraphModel*>(model.get());
+  ASSERT_NE(graph, nullptr);
+  ThreadPool pool(2);
+  Context ctx{&pool, reference, false};
+  Engine engine(*graph, ctx);
+  KVCache cache = model->new_cache(64);
+  KVCache* caches[] = {&cache};
+  const int32_t prompt[] = {1, 5, 9, 2}, positions[] = {0, 1, 2, 3}, seq[] = {0, 0, 0, 0};
+  const int32_t last = 3, zero = 0;
+  counting = true;  // the first steps build and plan graphs: the counter sees those
+  engine.step(prompt, positions, seq, {&last, 1}, caches);
+  int32_t id = 7, pos = 4;
+  engine.step({&id, 1}, {&pos, 1}, {&zero, 1}, {&zero, 1}, caches);  // builds the decode plan
+  counting = false;
+  EXPECT_GT(allocations.load(), 100);
+  allocations = 0;
+  counting = true;
+  for (int step = 0; step < 8; ++step) {
+    pos = static_cast<int32_t>(cache.length);
+    id = (id * 31 + 3) % 50;
+    engine.step({&id, 1}, {&pos, 1}, {&zero, 1}, {&zero, 1}, caches);
+  }
+  counting = false;
+  EXPECT_EQ(allocations.load(), 0);
+  EXPECT_EQ(engine.plans_built(), 2);
+  EXPECT_EQ(cache.length, 13);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engine, DecodeAllocations,
+                         ::testing::Combine(::testing::Values("llama_tied_gqa", "mistral_window",
+                                                              "qwen3_untied_headdim_yarn"),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) +
+                                  (std::get<1>(info.param) ? "_reference" : "_fast");
+                         });
+
+}  // namespace
+}  // namespace lathe

@@ -1,0 +1,259 @@
+// The engine on real fixtures: eager and planned execution agree bit for bit; a batch of
+// sequences of different lengths gives exactly the tokens and logits of separate runs;
+// sliding-window layers keep state sized by the window, and prompts split into steps give the
+// same numbers; graph hashes are stable and tell shapes, dtypes and layouts apart.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+
+#include "core/error.h"
+#include "generate/generate.h"
+#include "io/tiny_checkpoint.h"
+#include "models/registry.h"
+#include "support/run.h"
+
+namespace lathe {
+namespace {
+namespace fs = std::filesystem;
+
+fs::path fixture(const std::string& name) {
+  return fs::path(LATHE_SOURCE_DIR) / "tests/fixtures/tiny" / name;
+}
+
+// A tiny checkpoint built from a fixture, loaded.
+struct Loaded {
+  testing::ScratchDir dir{"engine"};
+  std::unique_ptr<Model> model;
+  const GraphModel& graph() const {
+    const auto* g = dynamic_cast<const GraphModel*>(model.get());
+    if (!g) throw std::runtime_error("not a graph model");
+    return *g;
+  }
+};
+
+std::unique_ptr<Loaded> load(const std::string& name, DType storage = DType::F32) {
+  auto l = std::make_unique<Loaded>();
+  build_tiny_checkpoint(fixture(name), l->dir.path(), {.dtype = storage});
+  const Checkpoint ckpt = Checkpoint::open(l->dir.path());
+  l->model = load_model(ckpt, {});
+  return l;
+}
+
+std::vector<int32_t> ids(int64_t n, int64_t vocab, int32_t seed) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>((seed * 7919 + i * 104729) % vocab);
+  return v;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && std::memcmp(a.data<void>(), b.data<void>(), a.nbytes()) == 0;
+}
+
+// The architectures built on the engine that these tests cover, one fixture each.
+const std::vector<std::string> kFixtures = {
+    "llama_tied_gqa", "mistral_window",      "qwen2_sliding", "qwen3_untied_headdim_yarn",
+    "gemma_tied",     "granite_multipliers", "llama_dynamic", "smollm3_untied_sliding",
+};
+
+class EngineFixture : public ::testing::TestWithParam<std::string> {
+ protected:
+  ThreadPool pool{2};
+};
+
+TEST_P(EngineFixture, EagerAndPlannedAgreeBitForBit) {
+  auto l = load(GetParam());
+  const auto prompt = ids(9, l->model->info().vocab_size, 1);
+  Tensor out[2];
+  std::vector<std::pair<std::string, Tensor>> traced[2];
+  for (int eager = 0; eager < 2; ++eager) {
+    Context ctx{&pool, false, eager == 1};
+    Trace trace = [&](const std::string& name, const Tensor& t) {
+      traced[eager].emplace_back(name, t.clone());
+    };
+    KVCache cache = l->model->new_cache(16);
+    out[eager] = l->model->forward(ctx, prompt, cache, true, &trace);
+    // and a decode step after the prompt
+    const int32_t next = 3;
+    Tensor step = l->model->forward(ctx, {&next, 1}, cache, false);
+    EXPECT_EQ(step.dim(0), 1);
+  }
+  EXPECT_TRUE(same_bits(out[0], out[1]));
+  // Eager traces a node when it is named, planned when it has run: compare by name.
+  for (auto& t : traced)
+    std::stable_sort(t.begin(), t.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+  ASSERT_EQ(traced[0].size(), traced[1].size());
+  for (size_t i = 0; i < traced[0].size(); ++i) {
+    EXPECT_EQ(traced[0][i].first, traced[1][i].first);
+    EXPECT_TRUE(same_bits(traced[0][i].second, traced[1][i].second)) << traced[0][i].first;
+  }
+  // Op-level names are traced, not only layer outputs.
+  bool saw_q = false;
+  for (const auto& [name, t] : traced[0]) saw_q |= name == "layer.0.q";
+  EXPECT_TRUE(saw_q);
+}
+
+TEST_P(EngineFixture, BatchGivesTheTokensOfSeparateRuns) {
+  auto l = load(GetParam());
+  const int64_t vocab = l->model->info().vocab_size;
+  Context ctx{&pool, false, false};
+  std::vector<BatchRequest> requests = {{ids(7, vocab, 1), 12},
+                                        {ids(3, vocab, 2), 20},
+                                        {ids(11, vocab, 3), 5},
+                                        {ids(1, vocab, 4), 9}};
+  GenerateOptions go;
+  std::vector<GenerateResult> alone;
+  for (const BatchRequest& r : requests) {
+    KVCache cache = l->model->new_cache(40);
+    go.max_new_tokens = r.max_new_tokens;
+    alone.push_back(generate(*l->model, ctx, cache, r.prompt, go));
+  }
+  std::vector<KVCache> caches;
+  std::vector<KVCache*> ptrs;
+  for (size_t i = 0; i < requests.size(); ++i) caches.push_back(l->model->new_cache(40));
+  for (KVCache& c : caches) ptrs.push_back(&c);
+  const auto batched = generate_batch(l->graph(), ctx, ptrs, requests, go);
+  ASSERT_EQ(batched.size(), requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(batched[i].tokens, alone[i].tokens) << "sequence " << i;
+    EXPECT_EQ(static_cast<int64_t>(batched[i].tokens.size()), requests[i].max_new_tokens);
+  }
+}
+
+TEST_P(EngineFixture, BatchedStepLogitsEqualSeparateSteps) {
+  auto l = load(GetParam());
+  const int64_t vocab = l->model->info().vocab_size;
+  Context ctx{&pool, false, false};
+  const auto a = ids(5, vocab, 5), b = ids(8, vocab, 6);
+  KVCache ca = l->model->new_cache(16), cb = l->model->new_cache(16);
+  const Tensor la = l->model->forward(ctx, a, ca, true);
+  const Tensor lb = l->model->forward(ctx, b, cb, true);
+  // Both prompts in one step, b first, every row's logits.
+  KVCache c[2] = {l->model->new_cache(16), l->model->new_cache(16)};
+  KVCache* caches[] = {&c[0], &c[1]};
+  std::vector<int32_t> tokens(b), positions, seq(b.size(), 1), rows(a.size() + b.size());
+  tokens.insert(tokens.end(), a.begin(), a.end());
+  for (size_t i = 0; i < b.size(); ++i) positions.push_back(static_cast<int32_t>(i));
+  for (size_t i = 0; i < a.size(); ++i) positions.push_back(static_cast<int32_t>(i));
+  seq.insert(seq.end(), a.size(), 0);
+  std::iota(rows.begin(), rows.end(), 0);
+  Engine engine(l->graph(), ctx);
+  const Tensor& both = engine.step(tokens, positions, seq, rows, caches);
+  const size_t row = static_cast<size_t>(vocab) * sizeof(float);
+  EXPECT_EQ(std::memcmp(both.data<float>(), lb.data<float>(), b.size() * row), 0);
+  EXPECT_EQ(std::memcmp(both.data<float>() + b.size() * vocab, la.data<float>(), a.size() * row),
+            0);
+  EXPECT_EQ(c[0].length, 5);
+  EXPECT_EQ(c[1].length, 8);
+}
+
+TEST_P(EngineFixture, PromptSplitIntoStepsGivesTheSameLogits) {
+  auto l = load(GetParam());
+  Context ctx{&pool, false, false};
+  const auto prompt = ids(13, l->model->info().vocab_size, 7);
+  KVCache whole = l->model->new_cache(20);
+  const Tensor expected = l->model->forward(ctx, prompt, whole, true);
+  // Steps of 3 tokens: sliding layers then keep rings of window + 2 slots.
+  KVCache split = l->graph().new_cache(20, 3);
+  EXPECT_EQ(split.max_step_tokens(), split.bytes() < whole.bytes() ? 3 : 20);
+  const Tensor got = l->model->forward(ctx, prompt, split, true);
+  EXPECT_TRUE(same_bits(expected, got));
+  // Decoding on after the prompt agrees too.
+  const int32_t next[] = {2, 4, 6, 8, 10, 12, 14};
+  for (int32_t id : next) {
+    const Tensor a = l->model->forward(ctx, {&id, 1}, whole, false);
+    const Tensor b = l->model->forward(ctx, {&id, 1}, split, false);
+    EXPECT_TRUE(same_bits(a, b)) << "token " << id;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Engine, EngineFixture, ::testing::ValuesIn(kFixtures),
+                         [](const auto& info) { return info.param; });
+
+TEST(Engine, SlidingWindowStateIsSizedByTheWindow) {
+  auto l = load("mistral_window");
+  const auto specs = l->graph().layer_states();
+  int64_t window = 0;
+  for (const LayerStateSpec& s : specs)
+    if (s.kind == StateKind::SlidingKV) window = s.window;
+  ASSERT_GT(window, 0) << "the fixture has sliding layers";
+  const KVCache small = l->model->new_cache(4096);
+  const KVCache big = l->model->new_cache(65536);
+  EXPECT_EQ(small.bytes(), big.bytes()) << "sliding KV does not grow with max_seq";
+  for (const KVCache::Layer& layer : big.layers) {
+    EXPECT_EQ(layer.kind, StateKind::SlidingKV);
+    EXPECT_EQ(layer.slots, window - 1 + GraphModel::kDefaultMaxStepTokens);
+  }
+  // A full-attention model's cache grows with max_seq.
+  auto full = load("llama_tied_gqa");
+  EXPECT_EQ(full->model->new_cache(8192).bytes(), 2 * full->model->new_cache(4096).bytes());
+}
+
+TEST(Engine, GraphHashIsStableAndTellsGraphsApart) {
+  auto l = load("llama_tied_gqa");
+  ThreadPool pool(1);
+  Context ctx{&pool, false, false};
+  Engine engine(l->graph(), ctx);
+  const uint64_t h = engine.build_graph(5, 1).hash();
+  EXPECT_EQ(h, engine.build_graph(5, 1).hash());
+  EXPECT_NE(h, engine.build_graph(6, 1).hash());  // tokens
+  EXPECT_NE(h, engine.build_graph(5, 5).hash());  // logit rows
+  auto other = load("llama_tied_gqa");
+  EXPECT_EQ(h, Engine(other->graph(), ctx).build_graph(5, 1).hash()) << "weights do not count";
+  auto bf16 = load("llama_tied_gqa", DType::BF16);
+  EXPECT_NE(h, Engine(bf16->graph(), ctx).build_graph(5, 1).hash());  // dtype
+  auto mha = load("llama_untied_mha_llama3");
+  EXPECT_NE(h, Engine(mha->graph(), ctx).build_graph(5, 1).hash());  // layout
+}
+
+TEST(Engine, DecodeStepsReuseOnePlan) {
+  auto l = load("llama_tied_gqa");
+  ThreadPool pool(2);
+  Context ctx{&pool, false, false};
+  Engine engine(l->graph(), ctx);
+  KVCache cache = l->model->new_cache(32);
+  KVCache* caches[] = {&cache};
+  const auto prompt = ids(6, l->model->info().vocab_size, 9);
+  std::vector<int32_t> pos(6), seq(6, 0), last = {5};
+  std::iota(pos.begin(), pos.end(), 0);
+  engine.step(prompt, pos, seq, last, caches);
+  const int32_t zero = 0;
+  for (int32_t t = 0; t < 10; ++t) {
+    const int32_t id = t + 1, p = static_cast<int32_t>(cache.length);
+    engine.step({&id, 1}, {&p, 1}, {&zero, 1}, {&zero, 1}, caches);
+  }
+  EXPECT_EQ(engine.plans_built(), 2);  // the prompt's and the decode step's
+  ASSERT_NE(engine.last_plan(), nullptr);
+  EXPECT_LT(engine.last_plan()->arena_bytes(), engine.last_plan()->unplanned_bytes());
+}
+
+TEST(Engine, StepErrorsNameTheProblem) {
+  auto l = load("llama_tied_gqa");
+  ThreadPool pool(1);
+  Context ctx{&pool, false, false};
+  Engine engine(l->graph(), ctx);
+  KVCache cache = l->model->new_cache(4);
+  KVCache* caches[] = {&cache};
+  const std::vector<int32_t> five = {1, 2, 3, 4, 5}, pos = {0, 1, 2, 3, 4}, seq(5, 0), row = {4};
+  try {
+    engine.step(five, pos, seq, row, caches);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("raise --max-seq"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cache.length, 0) << "a failed step appends nothing";
+  const std::vector<int32_t> bad = {1, 1 << 30}, p2 = {0, 1}, s2 = {0, 0}, r2 = {1};
+  try {
+    engine.step(bad, p2, s2, r2, caches);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the vocabulary"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cache.length, 0);
+}
+
+}  // namespace
+}  // namespace lathe
