@@ -4,6 +4,7 @@
 // per-head LayerNorms with a weight for each head (use_qk_norm); a gated MLP; logits are
 // multiplied by logit_scale.
 #include "core/error.h"
+#include "models/decoder.h"
 #include "models/llama_family.h"
 #include "models/registry.h"
 
@@ -17,12 +18,14 @@ struct CohereConfig {
   ops::Activation act = ops::Activation::Silu;
 };
 
-class CohereModel : public Model {
+// transformers CohereModel / CohereDecoderLayer.
+class CohereModel : public Decoder {
  public:
   CohereModel(const Checkpoint& ckpt, CohereConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)), rope_(cfg_.base.rope) {
+      : cfg_(std::move(cfg)) {
     const LlamaFamilyConfig& b = cfg_.base;
     const AttentionSpec& s = b.attention;
+    ropes_.emplace_back(b.rope);
     Weights w(ckpt, opts.dtype);
     const int64_t h = b.hidden_size;
     embed_ = w.matrix("model.embed_tokens.weight", {b.vocab_size, h});
@@ -45,30 +48,27 @@ class CohereModel : public Model {
     info_ = decoder_info(b, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
-    Tensor cos, sin;
-    rope_.tables(pos0, n, &cos, &sin);
-    Tensor x = ops::embedding(embed_, ids);
-    record(trace, "embed", x);
-    const float eps = cfg_.layer_norm_eps;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      // CohereDecoderLayer: x + attn(ln(x)) + mlp(ln(x)).
-      Tensor normed = layer_norm(x, l.norm, eps);
-      Tensor a =
-          self_attention(ctx, normed, l.attn, cfg_.base.attention, cos, sin, cache.layers[i], pos0);
-      parallel_residual(x, a, gated_mlp(ctx, normed, l.mlp, cfg_.act));
-      record(trace, cat("layer.", i, ".out"), x);
-    }
-    cache.length = pos0 + n;
-    Tensor normed = layer_norm(all_logits ? x : last_row(x), final_norm_, eps);
-    record(trace, "final_norm", normed);
-    Tensor logits = ops::linear(ctx, normed, lm_head_);
-    ops::scale_inplace(logits, cfg_.logit_scale);  // CohereForCausalLM: logits * logit_scale
-    return logits;
+ protected:
+  // CohereDecoderLayer: x + attn(ln(x)) + mlp(ln(x)).
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
+    const graph::Value normed =
+        g.name(blocks::layer_norm(g, x, l.norm, cfg_.layer_norm_eps), p + "attn_norm");
+    graph::Value a = blocks::self_attention(g, normed, l.attn, cfg_.base.attention,
+                                            {.rope_tables = in.rope_tables[0], .layer = i}, p);
+    graph::Value m = blocks::gated_mlp(g, normed, l.mlp, cfg_.act, p);
+    return g.add(x, g.add(a, m));  // the parallel residual x + (a + m)
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return blocks::layer_norm(g, x, final_norm_, cfg_.layer_norm_eps);
+  }
+
+  // CohereForCausalLM: logits * logit_scale.
+  graph::Value head(graph::Builder& g, graph::Value x) const override {
+    return g.scale(Decoder::head(g, x), cfg_.logit_scale);
   }
 
  private:
@@ -78,8 +78,6 @@ class CohereModel : public Model {
     GatedMlpWeights mlp;
   };
   CohereConfig cfg_;
-  Rope rope_;
-  Tensor embed_, lm_head_;
   NormWeights final_norm_;
   std::vector<Layer> layers_;
 };

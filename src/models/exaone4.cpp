@@ -4,16 +4,19 @@
 // sliding_window_pattern-th layer full), and rotary only on the sliding layers when a
 // sliding_window is set (on every layer when it is null).
 #include "core/error.h"
+#include "models/decoder.h"
 #include "models/llama_family.h"
 #include "models/registry.h"
 
 namespace lathe {
 namespace {
 
-class Exaone4Model : public Model {
+// transformers Exaone4Model / Exaone4DecoderLayer.
+class Exaone4Model : public Decoder {
  public:
   Exaone4Model(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)), rope_(cfg_.rope) {
+      : cfg_(std::move(cfg)) {
+    ropes_.emplace_back(cfg_.rope);
     Weights w(ckpt, opts.dtype);
     const int64_t h = cfg_.hidden_size;
     embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
@@ -36,31 +39,32 @@ class Exaone4Model : public Model {
     info_ = decoder_info(cfg_, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
-    Tensor cos, sin;
-    rope_.tables(pos0, n, &cos, &sin);
-    Tensor x = ops::embedding(embed_, ids);
-    record(trace, "embed", x);
-    const float eps = cfg_.rms_norm_eps;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      // Exaone4DecoderLayer: the norms follow each branch; nothing normalises its input.
-      Tensor a = self_attention(ctx, x, l.attn, l.spec, cos, sin, cache.layers[i], pos0);
-      ops::add_inplace(x, ops::rms_norm(a, l.attn_post_norm, eps));
-      Tensor m = gated_mlp(ctx, x, l.mlp, cfg_.mlp_act);
-      ops::add_inplace(x, ops::rms_norm(m, l.mlp_post_norm, eps));
-      record(trace, cat("layer.", i, ".out"), x);
-    }
-    cache.length = pos0 + n;
-    Tensor normed = ops::rms_norm(all_logits ? x : last_row(x), final_norm_, eps);
-    record(trace, "final_norm", normed);
-    return ops::linear(ctx, normed, lm_head_);
+  std::vector<LayerStateSpec> layer_states() const override {
+    return blocks::kv_layer_states(cfg_.attention, cfg_.layer_windows);
+  }
+
+ protected:
+  // Exaone4DecoderLayer: the norms follow each branch; nothing normalises its input.
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
+    graph::Value a = blocks::self_attention(g, x, l.attn, l.spec,
+                                            {.rope_tables = in.rope_tables[0], .layer = i}, p);
+    x = g.add(x, g.name(norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
+    graph::Value m = blocks::gated_mlp(g, x, l.mlp, cfg_.mlp_act, p);
+    return g.add(x, g.name(norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return norm(g, x, final_norm_);
   }
 
  private:
+  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
+    return blocks::rms_norm(g, x, weight, cfg_.rms_norm_eps);
+  }
+
   struct Layer {
     AttentionSpec spec;
     Tensor attn_post_norm, mlp_post_norm;
@@ -68,8 +72,7 @@ class Exaone4Model : public Model {
     GatedMlpWeights mlp;
   };
   LlamaFamilyConfig cfg_;
-  Rope rope_;
-  Tensor embed_, final_norm_, lm_head_;
+  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 

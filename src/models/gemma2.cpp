@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "models/decoder.h"
 #include "models/registry.h"
 
 namespace lathe {
@@ -83,7 +84,8 @@ Gemma2Config read_gemma2_config(const Checkpoint& ckpt, const Gemma2Defaults& d)
 
 namespace {
 
-class Gemma2Model : public Model {
+// transformers Gemma2Model / Gemma2DecoderLayer.
+class Gemma2Model : public Decoder {
  public:
   Gemma2Model(const Checkpoint& ckpt, Gemma2Config cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
@@ -92,6 +94,8 @@ class Gemma2Model : public Model {
     Weights w(ckpt, opts.dtype);
     const int64_t h = cfg_.hidden_size;
     embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
+    // Gemma2TextScaledWordEmbedding: a float32 sqrt(hidden_size).
+    embed_scale_ = static_cast<float>(std::sqrt(static_cast<double>(h)));
     for (int64_t i = 0; i < cfg_.num_layers; ++i) {
       const std::string p = cat("model.layers.", i, ".");
       Layer l;
@@ -112,41 +116,40 @@ class Gemma2Model : public Model {
     info_ = decoder_info(cfg_, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
+  std::vector<LayerStateSpec> layer_states() const override {
+    return blocks::kv_layer_states(cfg_.attention, cfg_.layer_windows);
+  }
+
+ protected:
+  // Gemma2DecoderLayer: x + post_norm(attn(norm(x))), then x + post_norm(mlp(norm(x))).
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
     // One table per rotary kind (Gemma3: local and global layers differ).
-    std::vector<Tensor> cos(ropes_.size()), sin(ropes_.size());
-    for (size_t r = 0; r < ropes_.size(); ++r) ropes_[r].tables(pos0, n, &cos[r], &sin[r]);
-    // Gemma2TextScaledWordEmbedding: a float32 sqrt(hidden_size).
-    Tensor x = ops::embedding(embed_, ids);
-    ops::scale_inplace(x, static_cast<float>(std::sqrt(static_cast<double>(cfg_.hidden_size))));
-    record(trace, "embed", x);
-    const float eps = cfg_.rms_norm_eps;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      // Gemma2DecoderLayer: x + post_norm(attn(norm(x))), then x + post_norm(mlp(norm(x))).
-      const size_t r = static_cast<size_t>(cfg_.layer_rope[i]);
-      Tensor a = self_attention(ctx, norm(x, l.attn_norm), l.attn, l.spec, cos[r], sin[r],
-                                cache.layers[i], pos0);
-      ops::add_inplace(x, norm(a, l.attn_post_norm));
-      Tensor m = gated_mlp(ctx, norm(x, l.mlp_norm), l.mlp, cfg_.act);
-      ops::add_inplace(x, norm(m, l.mlp_post_norm));
-      record(trace, cat("layer.", i, ".out"), x);
-    }
-    cache.length = pos0 + n;
-    Tensor normed = ops::rms_norm(all_logits ? x : last_row(x), final_norm_, eps, 1.0f);
-    record(trace, "final_norm", normed);
-    Tensor logits = ops::linear(ctx, normed, lm_head_);
-    if (cfg_.final_softcap > 0) ops::softcap_inplace(logits, cfg_.final_softcap);
-    return logits;
+    const graph::Value tables = in.rope_tables[static_cast<size_t>(cfg_.layer_rope[i])];
+    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
+    a = blocks::self_attention(g, a, l.attn, l.spec, {.rope_tables = tables, .layer = i}, p);
+    x = g.add(x, g.name(norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
+    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    m = blocks::gated_mlp(g, m, l.mlp, cfg_.act, p);
+    return g.add(x, g.name(norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return norm(g, x, final_norm_);
+  }
+
+  // Gemma2ForCausalLM: final_logit_softcapping.
+  graph::Value head(graph::Builder& g, graph::Value x) const override {
+    graph::Value logits = Decoder::head(g, x);
+    return cfg_.final_softcap > 0 ? g.softcap(logits, cfg_.final_softcap) : logits;
   }
 
  private:
   // Gemma2RMSNorm: x / rms(x) * (1 + weight).
-  Tensor norm(const Tensor& x, const Tensor& weight) const {
-    return ops::rms_norm(x, weight, cfg_.rms_norm_eps, 1.0f);
+  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
+    return blocks::rms_norm(g, x, weight, cfg_.rms_norm_eps, 1.0f);
   }
 
   struct Layer {
@@ -156,8 +159,7 @@ class Gemma2Model : public Model {
     GatedMlpWeights mlp;
   };
   Gemma2Config cfg_;
-  std::vector<Rope> ropes_;
-  Tensor embed_, final_norm_, lm_head_;
+  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 

@@ -5,16 +5,19 @@
 // (Glm4's apply_rotary_pos_emb repeats each of the first rot/2 frequencies for a pair); a
 // fused gate_up_proj split once at load.
 #include "core/error.h"
+#include "models/decoder.h"
 #include "models/llama_family.h"
 #include "models/registry.h"
 
 namespace lathe {
 namespace {
 
-class Glm4Model : public Model {
+// transformers Glm4Model / Glm4DecoderLayer.
+class Glm4Model : public Decoder {
  public:
   Glm4Model(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)), rope_(cfg_.rope) {
+      : cfg_(std::move(cfg)) {
+    ropes_.emplace_back(cfg_.rope);
     Weights w(ckpt, opts.dtype);
     const int64_t h = cfg_.hidden_size, inter = cfg_.intermediate_size;
     embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
@@ -40,40 +43,37 @@ class Glm4Model : public Model {
     info_ = decoder_info(cfg_, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
-    Tensor cos, sin;
-    rope_.tables(pos0, n, &cos, &sin);
-    Tensor x = ops::embedding(embed_, ids);
-    record(trace, "embed", x);
-    const float eps = cfg_.rms_norm_eps;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      // Glm4DecoderLayer: each branch normed before and after.
-      Tensor a = self_attention(ctx, ops::rms_norm(x, l.attn_norm, eps), l.attn, cfg_.attention,
-                                cos, sin, cache.layers[i], pos0);
-      ops::add_inplace(x, ops::rms_norm(a, l.attn_post_norm, eps));
-      Tensor m = gated_mlp(ctx, ops::rms_norm(x, l.mlp_norm, eps), l.mlp, cfg_.mlp_act);
-      ops::add_inplace(x, ops::rms_norm(m, l.mlp_post_norm, eps));
-      record(trace, cat("layer.", i, ".out"), x);
-    }
-    cache.length = pos0 + n;
-    Tensor normed = ops::rms_norm(all_logits ? x : last_row(x), final_norm_, eps);
-    record(trace, "final_norm", normed);
-    return ops::linear(ctx, normed, lm_head_);
+ protected:
+  // Glm4DecoderLayer: each branch normed before and after.
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
+    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
+    a = blocks::self_attention(g, a, l.attn, cfg_.attention,
+                               {.rope_tables = in.rope_tables[0], .layer = i}, p);
+    x = g.add(x, g.name(norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
+    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    m = blocks::gated_mlp(g, m, l.mlp, cfg_.mlp_act, p);
+    return g.add(x, g.name(norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return norm(g, x, final_norm_);
   }
 
  private:
+  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
+    return blocks::rms_norm(g, x, weight, cfg_.rms_norm_eps);
+  }
+
   struct Layer {
     Tensor attn_norm, attn_post_norm, mlp_norm, mlp_post_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   LlamaFamilyConfig cfg_;
-  Rope rope_;
-  Tensor embed_, final_norm_, lm_head_;
+  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 

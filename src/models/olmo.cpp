@@ -2,6 +2,7 @@
 // The Llama block with LayerNorms that have no parameters (OlmoLayerNorm, eps 1e-5) and
 // q, k and v optionally clamped to [-clip_qkv, clip_qkv] straight after their projections.
 #include "core/error.h"
+#include "models/decoder.h"
 #include "models/llama_family.h"
 #include "models/registry.h"
 
@@ -15,15 +16,17 @@ struct OlmoConfig {
 
 // OlmoLayerNorm: F.layer_norm without weight or bias, at a fixed eps.
 constexpr float kOlmoNormEps = 1e-5f;
-Tensor olmo_norm(const Tensor& x) {
-  return ops::layer_norm(x, nullptr, nullptr, kOlmoNormEps);
+graph::Value olmo_norm(graph::Builder& g, graph::Value x) {
+  return blocks::layer_norm(g, x, {}, kOlmoNormEps);
 }
 
-class OlmoModel : public Model {
+// transformers OlmoModel / OlmoDecoderLayer.
+class OlmoModel : public Decoder {
  public:
   OlmoModel(const Checkpoint& ckpt, OlmoConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)), rope_(cfg_.base.rope) {
+      : cfg_(std::move(cfg)) {
     const LlamaFamilyConfig& b = cfg_.base;
+    ropes_.emplace_back(b.rope);
     Weights w(ckpt, opts.dtype);
     const int64_t h = b.hidden_size;
     embed_ = w.matrix("model.embed_tokens.weight", {b.vocab_size, h});
@@ -40,26 +43,22 @@ class OlmoModel : public Model {
     info_ = decoder_info(b, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
-    Tensor cos, sin;
-    rope_.tables(pos0, n, &cos, &sin);
-    Tensor x = ops::embedding(embed_, ids);
-    record(trace, "embed", x);
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      // OlmoDecoderLayer (pre-norm, as Llama).
-      ops::add_inplace(x, self_attention(ctx, olmo_norm(x), l.attn, cfg_.base.attention, cos, sin,
-                                         cache.layers[i], pos0));
-      ops::add_inplace(x, gated_mlp(ctx, olmo_norm(x), l.mlp, cfg_.act));
-      record(trace, cat("layer.", i, ".out"), x);
-    }
-    cache.length = pos0 + n;
-    Tensor normed = olmo_norm(all_logits ? x : last_row(x));
-    record(trace, "final_norm", normed);
-    return ops::linear(ctx, normed, lm_head_);
+ protected:
+  // OlmoDecoderLayer (pre-norm, as Llama).
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
+    graph::Value a = g.name(olmo_norm(g, x), p + "attn_norm");
+    a = blocks::self_attention(g, a, l.attn, cfg_.base.attention,
+                               {.rope_tables = in.rope_tables[0], .layer = i}, p);
+    x = g.add(x, a);
+    graph::Value m = g.name(olmo_norm(g, x), p + "mlp_norm");
+    return g.add(x, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p));
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return olmo_norm(g, x);
   }
 
  private:
@@ -68,8 +67,6 @@ class OlmoModel : public Model {
     GatedMlpWeights mlp;
   };
   OlmoConfig cfg_;
-  Rope rope_;
-  Tensor embed_, lm_head_;
   std::vector<Layer> layers_;
 };
 

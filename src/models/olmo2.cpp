@@ -2,16 +2,19 @@
 // Llama's fields and pieces in a post-norm block: x + norm(attn(x)), then x + norm(mlp(x)),
 // with q and k RMS-normed over the whole projection (all heads) before rotary.
 #include "core/error.h"
+#include "models/decoder.h"
 #include "models/llama_family.h"
 #include "models/registry.h"
 
 namespace lathe {
 namespace {
 
-class Olmo2Model : public Model {
+// transformers Olmo2Model / Olmo2DecoderLayer.
+class Olmo2Model : public Decoder {
  public:
   Olmo2Model(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)), rope_(cfg_.rope) {
+      : cfg_(std::move(cfg)) {
+    ropes_.emplace_back(cfg_.rope);
     Weights w(ckpt, opts.dtype);
     const int64_t h = cfg_.hidden_size;
     embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
@@ -31,39 +34,36 @@ class Olmo2Model : public Model {
     info_ = decoder_info(cfg_, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
-    Tensor cos, sin;
-    rope_.tables(pos0, n, &cos, &sin);
-    Tensor x = ops::embedding(embed_, ids);
-    record(trace, "embed", x);
-    const float eps = cfg_.rms_norm_eps;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      // Olmo2DecoderLayer: the norms follow each branch; nothing normalises its input.
-      Tensor a = self_attention(ctx, x, l.attn, cfg_.attention, cos, sin, cache.layers[i], pos0);
-      ops::add_inplace(x, ops::rms_norm(a, l.attn_post_norm, eps));
-      Tensor m = swiglu_mlp(ctx, x, l.mlp);
-      ops::add_inplace(x, ops::rms_norm(m, l.mlp_post_norm, eps));
-      record(trace, cat("layer.", i, ".out"), x);
-    }
-    cache.length = pos0 + n;
-    Tensor normed = ops::rms_norm(all_logits ? x : last_row(x), final_norm_, eps);
-    record(trace, "final_norm", normed);
-    return ops::linear(ctx, normed, lm_head_);
+ protected:
+  // Olmo2DecoderLayer: the norms follow each branch; nothing normalises its input.
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
+    graph::Value a = blocks::self_attention(g, x, l.attn, cfg_.attention,
+                                            {.rope_tables = in.rope_tables[0], .layer = i}, p);
+    x = g.add(x, g.name(norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
+    // Olmo2MLP: down(silu(gate(x)) * up(x)).
+    graph::Value m = blocks::gated_mlp(g, x, l.mlp, ops::Activation::Silu, p);
+    return g.add(x, g.name(norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return norm(g, x, final_norm_);
   }
 
  private:
+  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
+    return blocks::rms_norm(g, x, weight, cfg_.rms_norm_eps);
+  }
+
   struct Layer {
     Tensor attn_post_norm, mlp_post_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   LlamaFamilyConfig cfg_;
-  Rope rope_;
-  Tensor embed_, final_norm_, lm_head_;
+  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 
