@@ -3,8 +3,10 @@
 // embedding (word_embeddings_layernorm), a fused query_key_value viewed per head as [q, k, v],
 // a tanh-GELU MLP of 4 * hidden, and apply_residual_connection_post_layernorm choosing whether
 // each residual is the block input or its LayerNorm.
+#include <algorithm>
+
 #include "core/error.h"
-#include "models/builder.h"
+#include "models/decoder.h"
 #include "models/registry.h"
 
 namespace lathe {
@@ -19,10 +21,18 @@ struct BloomConfig {
   AttentionSpec attention;
 };
 
-class BloomModel : public Model {
+// alibi_slopes(heads) as the F32 [heads] tensor the attention op reads.
+Tensor slopes_tensor(int64_t heads) {
+  const std::vector<float> slopes = alibi_slopes(heads);
+  Tensor t = Tensor::zeros(DType::F32, {heads});
+  std::copy(slopes.begin(), slopes.end(), t.mut<float>());
+  return t;
+}
+
+class BloomModel : public Decoder {
  public:
   BloomModel(const Checkpoint& ckpt, BloomConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)), slopes_(alibi_slopes(cfg_.attention.heads)) {
+      : cfg_(std::move(cfg)), slopes_(slopes_tensor(cfg_.attention.heads)) {
     Weights w(ckpt, opts.dtype);
     const int64_t h = cfg_.hidden_size;
     const AttentionSpec& s = cfg_.attention;
@@ -52,32 +62,34 @@ class BloomModel : public Model {
     info_ = decoder_info(cfg_, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
+ protected:
+  // BloomModel: word_embeddings_layernorm(word_embeddings(ids)).
+  graph::Value embed(graph::Builder& g, const StepInputs& in) const override {
+    return blocks::layer_norm(g, Decoder::embed(g, in), embed_norm_, cfg_.layer_norm_eps);
+  }
+
+  // BloomBlock: attention and MLP each add to a residual that is their input, or with
+  // apply_residual_connection_post_layernorm that input's LayerNorm.
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs&) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
     const float eps = cfg_.layer_norm_eps;
-    Tensor x = layer_norm(ops::embedding(embed_, ids), embed_norm_, eps);
-    record(trace, "embed", x);
-    const Tensor alibi = alibi_bias(slopes_, pos0 + n), none;
     const bool post = cfg_.residual_post_layernorm;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      // BloomBlock: attention and MLP each add to a residual that is their input, or with
-      // apply_residual_connection_post_layernorm that input's LayerNorm.
-      Tensor normed = layer_norm(x, l.attn_norm, eps);
-      Tensor a = self_attention(ctx, normed, l.attn, cfg_.attention, none, none, cache.layers[i],
-                                pos0, &alibi);
-      ops::add_inplace(a, post ? normed : x);
-      normed = layer_norm(a, l.mlp_norm, eps);
-      x = gated_mlp(ctx, normed, l.mlp, ops::Activation::GeluTanh);  // BloomGelu
-      ops::add_inplace(x, post ? normed : a);
-      record(trace, cat("layer.", i, ".out"), x);
-    }
-    cache.length = pos0 + n;
-    Tensor normed = layer_norm(all_logits ? x : last_row(x), final_norm_, eps);
-    record(trace, "final_norm", normed);
-    return ops::linear(ctx, normed, lm_head_);
+    graph::Value normed = g.name(blocks::layer_norm(g, x, l.attn_norm, eps), p + "attn_norm");
+    // BloomAttention: ALiBi, slope_h * j, added to the scaled scores.
+    graph::Value a = blocks::self_attention(
+        g, normed, l.attn, cfg_.attention,
+        {.rope_tables = {}, .layer = i, .bias = graph::PositionBias::Alibi, .slopes = slopes_}, p);
+    a = g.add(a, post ? normed : x);
+    normed = g.name(blocks::layer_norm(g, a, l.mlp_norm, eps), p + "mlp_norm");
+    // BloomMLP: dense_4h_to_h(BloomGelu(dense_h_to_4h(x))), BloomGelu the tanh approximation.
+    graph::Value m = blocks::gated_mlp(g, normed, l.mlp, ops::Activation::GeluTanh, p);
+    return g.add(m, post ? normed : a);
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return blocks::layer_norm(g, x, final_norm_, cfg_.layer_norm_eps);
   }
 
  private:
@@ -87,8 +99,7 @@ class BloomModel : public Model {
     GatedMlpWeights mlp;
   };
   BloomConfig cfg_;
-  std::vector<float> slopes_;
-  Tensor embed_, lm_head_;
+  Tensor slopes_;
   NormWeights embed_norm_, final_norm_;
   std::vector<Layer> layers_;
 };

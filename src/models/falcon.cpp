@@ -4,11 +4,11 @@
 // input_layernorm, multi-query attention), and a sequential pre-norm block. Rotary positions,
 // or ALiBi when alibi is set. The fused query_key_value is split at load in the layout each
 // variant views it in; a GELU MLP of ffn_hidden_size; one bias switch for every linear.
-#include <cmath>
+#include <algorithm>
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "models/builder.h"
+#include "models/decoder.h"
 #include "models/registry.h"
 
 namespace lathe {
@@ -33,10 +33,22 @@ struct FalconConfig {
   RopeConfig rope;
 };
 
-class FalconModel : public Model {
+// alibi_slopes(heads) as the F32 [heads] tensor the attention op reads.
+Tensor slopes_tensor(int64_t heads) {
+  const std::vector<float> slopes = alibi_slopes(heads);
+  Tensor t = Tensor::zeros(DType::F32, {heads});
+  std::copy(slopes.begin(), slopes.end(), t.mut<float>());
+  return t;
+}
+
+class FalconModel : public Decoder {
  public:
   FalconModel(const Checkpoint& ckpt, FalconConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)), rope_(cfg_.rope) {
+      : cfg_(std::move(cfg)) {
+    if (cfg_.alibi)
+      slopes_ = slopes_tensor(cfg_.attention.heads);
+    else
+      ropes_.emplace_back(cfg_.rope);
     Weights w(ckpt, opts.dtype);
     const int64_t h = cfg_.hidden_size, ffn = cfg_.ffn_hidden_size;
     const AttentionSpec& s = cfg_.attention;
@@ -78,74 +90,55 @@ class FalconModel : public Model {
     w.finish(cfg_.architecture);
 
     info_ = decoder_info(cfg_, w.matrix_dtype());
-    if (cfg_.alibi) slopes_ = alibi_slopes(s.heads);
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
-    Tensor cos, sin, alibi;
-    if (cfg_.alibi)
-      alibi = falcon_alibi(pos0 + n);
-    else
-      rope_.tables(pos0, n, &cos, &sin);
-    const Tensor* bias = cfg_.alibi ? &alibi : nullptr;
-    Tensor x = ops::embedding(embed_, ids);
-    record(trace, "embed", x);
+ protected:
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
     const float eps = cfg_.layer_norm_eps;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      const Tensor normed = layer_norm(x, l.attn_norm, eps);
-      Tensor a = self_attention(ctx, normed, l.attn, cfg_.attention, cos, sin, cache.layers[i],
-                                pos0, bias);
-      // FalconDecoderLayer.
-      switch (cfg_.block) {
-        case FalconBlock::TwoNorms:
-          parallel_residual(x, a, gated_mlp(ctx, layer_norm(x, l.mlp_norm, eps), l.mlp, cfg_.act));
-          break;
-        case FalconBlock::Parallel:
-          parallel_residual(x, a, gated_mlp(ctx, normed, l.mlp, cfg_.act));
-          break;
-        case FalconBlock::Sequential:
-          ops::add_inplace(x, a);
-          ops::add_inplace(x, gated_mlp(ctx, layer_norm(x, l.mlp_norm, eps), l.mlp, cfg_.act));
-          break;
-      }
-      record(trace, cat("layer.", i, ".out"), x);
+    graph::Value normed = g.name(blocks::layer_norm(g, x, l.attn_norm, eps), p + "attn_norm");
+    // FalconAttention: rotary, or with alibi FalconModel's bias (build_alibi_tensor's bfloat16
+    // slopes times bfloat16 key positions, divided by sqrt(head_dim)) added to the scaled
+    // scores; the roundings are kept, as they change the scores.
+    blocks::AttentionInputs ai{.rope_tables = {}, .layer = i};
+    if (cfg_.alibi) {
+      ai.bias = graph::PositionBias::AlibiFalcon;
+      ai.slopes = slopes_;
+    } else {
+      ai.rope_tables = in.rope_tables[0];
     }
-    cache.length = pos0 + n;
-    Tensor normed = layer_norm(all_logits ? x : last_row(x), final_norm_, eps);
-    record(trace, "final_norm", normed);
-    return ops::linear(ctx, normed, lm_head_);
+    graph::Value a = blocks::self_attention(g, normed, l.attn, cfg_.attention, ai, p);
+    // FalconDecoderLayer.
+    switch (cfg_.block) {
+      case FalconBlock::TwoNorms: {
+        graph::Value m = g.name(blocks::layer_norm(g, x, l.mlp_norm, eps), p + "mlp_norm");
+        return g.add(x, g.add(a, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p)));
+      }
+      case FalconBlock::Parallel:
+        return g.add(x, g.add(a, blocks::gated_mlp(g, normed, l.mlp, cfg_.act, p)));
+      case FalconBlock::Sequential: {
+        x = g.add(x, a);
+        graph::Value m = g.name(blocks::layer_norm(g, x, l.mlp_norm, eps), p + "mlp_norm");
+        return g.add(x, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p));
+      }
+    }
+    fail("internal: Falcon block ", static_cast<int>(cfg_.block));
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return blocks::layer_norm(g, x, final_norm_, cfg_.layer_norm_eps);
   }
 
  private:
-  // Falcon's build_alibi_tensor multiplies bfloat16 slopes by the key positions in bfloat16,
-  // and FalconModel divides the result by sqrt(head_dim) before SDPA adds it to the scaled
-  // scores; the roundings are kept, as they change the scores.
-  Tensor falcon_alibi(int64_t length) const {
-    Tensor bias = Tensor::zeros(DType::F32, {static_cast<int64_t>(slopes_.size()), length});
-    const float divisor =
-        static_cast<float>(std::sqrt(static_cast<double>(cfg_.attention.head_dim)));
-    float* p = bias.mut<float>();
-    for (size_t h = 0; h < slopes_.size(); ++h) {
-      const float slope = bf16_to_f32(f32_to_bf16(slopes_[h]));
-      for (int64_t j = 0; j < length; ++j)
-        p[h * length + j] = bf16_to_f32(f32_to_bf16(slope * static_cast<float>(j))) / divisor;
-    }
-    return bias;
-  }
-
   struct Layer {
     NormWeights attn_norm, mlp_norm;  // mlp_norm unused by the Parallel block
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   FalconConfig cfg_;
-  Rope rope_;
-  std::vector<float> slopes_;  // alibi only
-  Tensor embed_, lm_head_;
+  Tensor slopes_;  // alibi only
   NormWeights final_norm_;
   std::vector<Layer> layers_;
 };

@@ -3,11 +3,12 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "models/decoder.h"
 
 namespace lathe {
 namespace {
 
-class GptFamilyModel : public Model {
+class GptFamilyModel : public Decoder {
  public:
   GptFamilyModel(const Checkpoint& ckpt, GptFamilyConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
@@ -55,28 +56,26 @@ class GptFamilyModel : public Model {
     info_ = decoder_info(cfg_, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
-    // GPT2Model: wte(ids) + wpe(positions).
-    Tensor x = ops::embedding(embed_, ids);
-    ops::add_inplace(x, learned_positions(positions_, pos0, n));
-    record(trace, "embed", x);
-    const Tensor none;
+ protected:
+  // GPT2Model: wte(ids) + wpe(positions).
+  graph::Value embed(graph::Builder& g, const StepInputs& in) const override {
+    return g.add(Decoder::embed(g, in), g.embedding(g.weight(positions_), in.positions));
+  }
+
+  // GPT2Block: x + attn(ln_1(x)), then x + mlp(ln_2(x)).
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs&) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
     const float eps = cfg_.layer_norm_eps;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      // GPT2Block: x + attn(ln_1(x)), then x + mlp(ln_2(x)).
-      ops::add_inplace(x, self_attention(ctx, layer_norm(x, l.attn_norm, eps), l.attn, l.spec, none,
-                                         none, cache.layers[i], pos0));
-      ops::add_inplace(x, gated_mlp(ctx, layer_norm(x, l.mlp_norm, eps), l.mlp, cfg_.act));
-      record(trace, cat("layer.", i, ".out"), x);
-    }
-    cache.length = pos0 + n;
-    Tensor normed = layer_norm(all_logits ? x : last_row(x), final_norm_, eps);
-    record(trace, "final_norm", normed);
-    return ops::linear(ctx, normed, lm_head_);
+    graph::Value a = g.name(blocks::layer_norm(g, x, l.attn_norm, eps), p + "attn_norm");
+    x = g.add(x, blocks::self_attention(g, a, l.attn, l.spec, {.rope_tables = {}, .layer = i}, p));
+    graph::Value m = g.name(blocks::layer_norm(g, x, l.mlp_norm, eps), p + "mlp_norm");
+    return g.add(x, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p));
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return blocks::layer_norm(g, x, final_norm_, cfg_.layer_norm_eps);
   }
 
  private:
@@ -87,7 +86,7 @@ class GptFamilyModel : public Model {
     GatedMlpWeights mlp;
   };
   GptFamilyConfig cfg_;
-  Tensor embed_, positions_, lm_head_;
+  Tensor positions_;
   NormWeights final_norm_;
   std::vector<Layer> layers_;
 };

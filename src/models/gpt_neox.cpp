@@ -4,7 +4,7 @@
 // sequence; a fused query_key_value laid out per head; partial rotary (rotary_pct) on the
 // first dims of each head; an ungated MLP with biases.
 #include "core/error.h"
-#include "models/builder.h"
+#include "models/decoder.h"
 #include "models/registry.h"
 
 namespace lathe {
@@ -23,10 +23,11 @@ struct GPTNeoXConfig {
   RopeConfig rope;
 };
 
-class GPTNeoXModel : public Model {
+class GPTNeoXModel : public Decoder {
  public:
   GPTNeoXModel(const Checkpoint& ckpt, GPTNeoXConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)), rope_(cfg_.rope) {
+      : cfg_(std::move(cfg)) {
+    ropes_.emplace_back(cfg_.rope);
     Weights w(ckpt, opts.dtype);
     const int64_t h = cfg_.hidden_size, inter = cfg_.intermediate_size;
     embed_ = w.matrix("gpt_neox.embed_in.weight", {cfg_.vocab_size, h});
@@ -72,34 +73,28 @@ class GPTNeoXModel : public Model {
     info_ = decoder_info(cfg_, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
-    Tensor cos, sin;
-    rope_.tables(pos0, n, &cos, &sin);
-    Tensor x = ops::embedding(embed_, ids);
-    record(trace, "embed", x);
+ protected:
+  // GPTNeoXLayer: attn(ln1(x)), then either x + (attn + mlp(ln2(x))) (parallel) or
+  // y = x + attn; y + mlp(ln2(y)).
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
     const float eps = cfg_.layer_norm_eps;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      // GPTNeoXLayer: attn(ln1(x)), then either x + attn + mlp(ln2(x)) (parallel) or
-      // y = x + attn; y + mlp(ln2(y)).
-      Tensor a = self_attention(ctx, layer_norm(x, l.attn_norm, eps), l.attn, cfg_.attention, cos,
-                                sin, cache.layers[i], pos0);
-      if (cfg_.use_parallel_residual) {
-        Tensor m = gated_mlp(ctx, layer_norm(x, l.mlp_norm, eps), l.mlp, cfg_.act);
-        parallel_residual(x, a, m);
-      } else {
-        ops::add_inplace(x, a);
-        ops::add_inplace(x, gated_mlp(ctx, layer_norm(x, l.mlp_norm, eps), l.mlp, cfg_.act));
-      }
-      record(trace, cat("layer.", i, ".out"), x);
+    graph::Value normed = g.name(blocks::layer_norm(g, x, l.attn_norm, eps), p + "attn_norm");
+    graph::Value a = blocks::self_attention(g, normed, l.attn, cfg_.attention,
+                                            {.rope_tables = in.rope_tables[0], .layer = i}, p);
+    if (cfg_.use_parallel_residual) {
+      graph::Value m = g.name(blocks::layer_norm(g, x, l.mlp_norm, eps), p + "mlp_norm");
+      return g.add(x, g.add(a, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p)));
     }
-    cache.length = pos0 + n;
-    Tensor normed = layer_norm(all_logits ? x : last_row(x), final_norm_, eps);
-    record(trace, "final_norm", normed);
-    return ops::linear(ctx, normed, lm_head_);
+    x = g.add(x, a);
+    graph::Value m = g.name(blocks::layer_norm(g, x, l.mlp_norm, eps), p + "mlp_norm");
+    return g.add(x, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p));
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return blocks::layer_norm(g, x, final_norm_, cfg_.layer_norm_eps);
   }
 
  private:
@@ -109,8 +104,6 @@ class GPTNeoXModel : public Model {
     GatedMlpWeights mlp;
   };
   GPTNeoXConfig cfg_;
-  Rope rope_;
-  Tensor embed_, lm_head_;
   NormWeights final_norm_;
   std::vector<Layer> layers_;
 };

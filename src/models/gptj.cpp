@@ -3,7 +3,7 @@
 // has no biases and rotates the first rotary_dim dims of each head as interleaved pairs
 // (rotate_every_two); an ungated MLP fc_out(act(fc_in(x))); an lm_head with a bias.
 #include "core/error.h"
-#include "models/builder.h"
+#include "models/decoder.h"
 #include "models/registry.h"
 
 namespace lathe {
@@ -20,10 +20,11 @@ struct GPTJConfig {
   RopeConfig rope;
 };
 
-class GPTJModel : public Model {
+class GPTJModel : public Decoder {
  public:
   GPTJModel(const Checkpoint& ckpt, GPTJConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)), rope_(cfg_.rope) {
+      : cfg_(std::move(cfg)) {
+    ropes_.emplace_back(cfg_.rope);
     Weights w(ckpt, opts.dtype);
     const int64_t h = cfg_.hidden_size;
     embed_ = w.matrix("transformer.wte.weight", {cfg_.vocab_size, h});
@@ -47,28 +48,26 @@ class GPTJModel : public Model {
     info_ = decoder_info(cfg_, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
-    Tensor cos, sin;
-    rope_.tables(pos0, n, &cos, &sin);
-    Tensor x = ops::embedding(embed_, ids);
-    record(trace, "embed", x);
-    const float eps = cfg_.layer_norm_eps;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      // GPTJBlock: attn(ln_1(x)) + mlp(ln_1(x)) + x.
-      Tensor normed = layer_norm(x, l.norm, eps);
-      Tensor a =
-          self_attention(ctx, normed, l.attn, cfg_.attention, cos, sin, cache.layers[i], pos0);
-      parallel_residual(x, a, gated_mlp(ctx, normed, l.mlp, cfg_.act));
-      record(trace, cat("layer.", i, ".out"), x);
-    }
-    cache.length = pos0 + n;
-    Tensor normed = layer_norm(all_logits ? x : last_row(x), final_norm_, eps);
-    record(trace, "final_norm", normed);
-    return ops::linear(ctx, normed, lm_head_, &lm_head_bias_);
+ protected:
+  // GPTJBlock: attn(ln_1(x)) + mlp(ln_1(x)) + x, summed as x + (attn + mlp).
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
+    graph::Value normed =
+        g.name(blocks::layer_norm(g, x, l.norm, cfg_.layer_norm_eps), p + "attn_norm");
+    graph::Value a = blocks::self_attention(g, normed, l.attn, cfg_.attention,
+                                            {.rope_tables = in.rope_tables[0], .layer = i}, p);
+    return g.add(x, g.add(a, blocks::gated_mlp(g, normed, l.mlp, cfg_.act, p)));
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return blocks::layer_norm(g, x, final_norm_, cfg_.layer_norm_eps);
+  }
+
+  // GPTJForCausalLM: lm_head has a bias.
+  graph::Value head(graph::Builder& g, graph::Value x) const override {
+    return blocks::linear(g, x, lm_head_, lm_head_bias_);
   }
 
  private:
@@ -78,8 +77,7 @@ class GPTJModel : public Model {
     GatedMlpWeights mlp;
   };
   GPTJConfig cfg_;
-  Rope rope_;
-  Tensor embed_, lm_head_, lm_head_bias_;
+  Tensor lm_head_bias_;
   NormWeights final_norm_;
   std::vector<Layer> layers_;
 };

@@ -4,7 +4,7 @@
 // one enable_bias switch for every linear, and project_in / project_out when the embeddings
 // are narrower than the decoder (word_embed_proj_dim).
 #include "core/error.h"
-#include "models/builder.h"
+#include "models/decoder.h"
 #include "models/registry.h"
 
 namespace lathe {
@@ -25,7 +25,7 @@ constexpr int64_t kPositionOffset = 2;
 // OPT's nn.LayerNorm keeps torch's default eps.
 constexpr float kLayerNormEps = 1e-5f;
 
-class OptModel : public Model {
+class OptModel : public Decoder {
  public:
   OptModel(const Checkpoint& ckpt, OptConfig cfg, const ModelOptions& opts) : cfg_(std::move(cfg)) {
     Weights w(ckpt, opts.dtype);
@@ -65,37 +65,37 @@ class OptModel : public Model {
     info_ = decoder_info(cfg_, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
-    // OPTDecoder: project_in(embed_tokens(ids)) + embed_positions(positions + 2).
-    Tensor x = ops::embedding(embed_, ids);
-    if (project_in_.defined()) x = ops::linear(ctx, x, project_in_);
-    ops::add_inplace(x, learned_positions(positions_, pos0, n, kPositionOffset));
-    record(trace, "embed", x);
-    const Tensor none;
+ protected:
+  // OPTDecoder: project_in(embed_tokens(ids)) + embed_positions(positions + 2).
+  graph::Value embed(graph::Builder& g, const StepInputs& in) const override {
+    graph::Value x = Decoder::embed(g, in);
+    if (project_in_.defined()) x = blocks::linear(g, x, project_in_);
+    return g.add(x, g.embedding(g.weight(positions_), in.positions, kPositionOffset));
+  }
+
+  // OPTDecoderLayer: pre-norm x + attn(ln(x)), or post-norm ln(x + attn(x)); the same around
+  // the MLP.
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs&) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
     const bool pre = cfg_.do_layer_norm_before;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      // OPTDecoderLayer: pre-norm x + attn(ln(x)), or post-norm ln(x + attn(x)); the same
-      // around the MLP.
-      Tensor a = self_attention(ctx, pre ? layer_norm(x, l.attn_norm, kLayerNormEps) : x, l.attn,
-                                cfg_.attention, none, none, cache.layers[i], pos0);
-      ops::add_inplace(x, a);
-      if (!pre) x = layer_norm(x, l.attn_norm, kLayerNormEps);
-      Tensor m =
-          gated_mlp(ctx, pre ? layer_norm(x, l.mlp_norm, kLayerNormEps) : x, l.mlp, cfg_.act);
-      ops::add_inplace(x, m);
-      if (!pre) x = layer_norm(x, l.mlp_norm, kLayerNormEps);
-      record(trace, cat("layer.", i, ".out"), x);
-    }
-    cache.length = pos0 + n;
-    Tensor out = all_logits ? x : last_row(x);
-    if (cfg_.final_layer_norm) out = layer_norm(out, final_norm_, kLayerNormEps);
-    if (project_out_.defined()) out = ops::linear(ctx, out, project_out_);
-    record(trace, "final_norm", out);
-    return ops::linear(ctx, out, lm_head_);
+    auto ln = [&](graph::Value v, const NormWeights& w, const std::string& name) {
+      return g.name(blocks::layer_norm(g, v, w, kLayerNormEps), p + name);
+    };
+    graph::Value a = pre ? ln(x, l.attn_norm, "attn_norm") : x;
+    x = g.add(x, blocks::self_attention(g, a, l.attn, cfg_.attention,
+                                        {.rope_tables = {}, .layer = i}, p));
+    if (!pre) x = ln(x, l.attn_norm, "attn_norm");
+    graph::Value m = pre ? ln(x, l.mlp_norm, "mlp_norm") : x;
+    x = g.add(x, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p));
+    return pre ? x : ln(x, l.mlp_norm, "mlp_norm");
+  }
+
+  // OPTDecoder: final_layer_norm, then project_out.
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    if (cfg_.final_layer_norm) x = blocks::layer_norm(g, x, final_norm_, kLayerNormEps);
+    return project_out_.defined() ? blocks::linear(g, x, project_out_) : x;
   }
 
  private:
@@ -111,7 +111,7 @@ class OptModel : public Model {
     GatedMlpWeights mlp;
   };
   OptConfig cfg_;
-  Tensor embed_, positions_, project_in_, project_out_, lm_head_;
+  Tensor positions_, project_in_, project_out_;
   NormWeights final_norm_;
   std::vector<Layer> layers_;
 };
