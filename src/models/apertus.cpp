@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "models/decoder.h"
 #include "models/llama_family.h"
 #include "models/registry.h"
 
@@ -36,10 +37,12 @@ Xielu load_xielu(Weights& w, const std::string& prefix) {
   return a;
 }
 
-class ApertusModel : public Model {
+// transformers ApertusModel / ApertusDecoderLayer: x + attn(norm(x)), then x + mlp(norm(x)).
+class ApertusModel : public Decoder {
  public:
   ApertusModel(const Checkpoint& ckpt, ApertusConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)), rope_(cfg_.base.rope) {
+      : cfg_(std::move(cfg)) {
+    ropes_.emplace_back(cfg_.base.rope);
     const LlamaFamilyConfig& b = cfg_.base;
     Weights w(ckpt, opts.dtype);
     const int64_t h = b.hidden_size;
@@ -61,27 +64,22 @@ class ApertusModel : public Model {
     info_ = decoder_info(b, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
-    Tensor cos, sin;
-    rope_.tables(pos0, n, &cos, &sin);
-    Tensor x = ops::embedding(embed_, ids);
-    record(trace, "embed", x);
-    const float eps = cfg_.base.rms_norm_eps;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      // ApertusDecoderLayer (pre-norm, as Llama).
-      ops::add_inplace(x, self_attention(ctx, ops::rms_norm(x, l.attn_norm, eps), l.attn,
-                                         cfg_.base.attention, cos, sin, cache.layers[i], pos0));
-      ops::add_inplace(x, mlp(ctx, ops::rms_norm(x, l.mlp_norm, eps), l));
-      record(trace, cat("layer.", i, ".out"), x);
-    }
-    cache.length = pos0 + n;
-    Tensor normed = ops::rms_norm(all_logits ? x : last_row(x), final_norm_, eps);
-    record(trace, "final_norm", normed);
-    return ops::linear(ctx, normed, lm_head_);
+ protected:
+  // ApertusDecoderLayer (pre-norm, as Llama).
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
+    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
+    a = blocks::self_attention(g, a, l.attn, cfg_.base.attention,
+                               {.rope_tables = in.rope_tables[0], .layer = i}, p);
+    x = g.add(x, a);
+    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    return g.add(x, mlp(g, m, l, p));
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return norm(g, x, final_norm_);
   }
 
  private:
@@ -92,17 +90,20 @@ class ApertusModel : public Model {
     Xielu act;
   };
 
+  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
+    return blocks::rms_norm(g, x, weight, cfg_.base.rms_norm_eps);
+  }
+
   // ApertusMLP: down_proj(act_fn(up_proj(x))).
-  Tensor mlp(Context& ctx, const Tensor& x, const Layer& l) const {
-    if (!cfg_.xielu) return gated_mlp(ctx, x, l.mlp, cfg_.base.mlp_act);
-    Tensor up = ops::linear(ctx, x, l.mlp.up);
-    return ops::linear(ctx, ops::xielu(up, l.act.alpha_p, l.act.alpha_n, l.act.beta, l.act.eps),
-                       l.mlp.down);
+  graph::Value mlp(graph::Builder& g, graph::Value x, const Layer& l, const std::string& p) const {
+    if (!cfg_.xielu) return blocks::gated_mlp(g, x, l.mlp, cfg_.base.mlp_act, p);
+    const graph::Value up = blocks::linear(g, x, l.mlp.up);
+    const graph::Value h = g.xielu(up, l.act.alpha_p, l.act.alpha_n, l.act.beta, l.act.eps);
+    return g.name(blocks::linear(g, h, l.mlp.down), p + "mlp_out");
   }
 
   ApertusConfig cfg_;
-  Rope rope_;
-  Tensor embed_, final_norm_, lm_head_;
+  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 

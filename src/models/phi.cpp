@@ -4,7 +4,7 @@
 // (qk_layernorm), and partial rotary (partial_rotary_factor 0.5 by default); an ungated MLP
 // fc2(act(fc1(x))); a final LayerNorm and an lm_head with a bias.
 #include "core/error.h"
-#include "models/builder.h"
+#include "models/decoder.h"
 #include "models/registry.h"
 
 namespace lathe {
@@ -21,10 +21,11 @@ struct PhiConfig {
   RopeConfig rope;
 };
 
-class PhiModel : public Model {
+// transformers PhiModel / PhiDecoderLayer: x + attn(ln(x)) + mlp(ln(x)).
+class PhiModel : public Decoder {
  public:
-  PhiModel(const Checkpoint& ckpt, PhiConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)), rope_(cfg_.rope) {
+  PhiModel(const Checkpoint& ckpt, PhiConfig cfg, const ModelOptions& opts) : cfg_(std::move(cfg)) {
+    ropes_.emplace_back(cfg_.rope);
     Weights w(ckpt, opts.dtype);
     const int64_t h = cfg_.hidden_size;
     const AttentionSpec& s = cfg_.attention;
@@ -53,39 +54,40 @@ class PhiModel : public Model {
     info_ = decoder_info(cfg_, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
-    Tensor cos, sin;
-    rope_.tables(pos0, n, &cos, &sin);
-    Tensor x = ops::embedding(embed_, ids);
-    record(trace, "embed", x);
-    const float eps = cfg_.layer_norm_eps;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      // PhiDecoderLayer: attn(ln(x)) + mlp(ln(x)) + x.
-      Tensor normed = layer_norm(x, l.norm, eps);
-      Tensor a =
-          self_attention(ctx, normed, l.attn, cfg_.attention, cos, sin, cache.layers[i], pos0);
-      parallel_residual(x, a, gated_mlp(ctx, normed, l.mlp, cfg_.act));
-      record(trace, cat("layer.", i, ".out"), x);
-    }
-    cache.length = pos0 + n;
-    Tensor normed = layer_norm(all_logits ? x : last_row(x), final_norm_, eps);
-    record(trace, "final_norm", normed);
-    return ops::linear(ctx, normed, lm_head_, &lm_head_bias_);
+ protected:
+  // PhiDecoderLayer: attn(ln(x)) + mlp(ln(x)) + x, added as x + (attn + mlp).
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
+    const graph::Value normed = g.name(norm(g, x, l.norm), p + "attn_norm");
+    const graph::Value a = blocks::self_attention(
+        g, normed, l.attn, cfg_.attention, {.rope_tables = in.rope_tables[0], .layer = i}, p);
+    const graph::Value m = blocks::gated_mlp(g, normed, l.mlp, cfg_.act, p);
+    return g.add(x, g.add(a, m));
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return norm(g, x, final_norm_);
+  }
+
+  // PhiForCausalLM: lm_head has a bias.
+  graph::Value head(graph::Builder& g, graph::Value x) const override {
+    return blocks::linear(g, x, lm_head_, lm_head_bias_);
   }
 
  private:
+  graph::Value norm(graph::Builder& g, graph::Value x, const NormWeights& w) const {
+    return blocks::layer_norm(g, x, w, cfg_.layer_norm_eps);
+  }
+
   struct Layer {
     NormWeights norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   PhiConfig cfg_;
-  Rope rope_;
-  Tensor embed_, lm_head_, lm_head_bias_;
+  Tensor lm_head_bias_;
   NormWeights final_norm_;
   std::vector<Layer> layers_;
 };

@@ -3,16 +3,19 @@
 // [gate; up]) that are split once here at load, partial rotary, and an optional sliding
 // window on every layer.
 #include "core/error.h"
+#include "models/decoder.h"
 #include "models/llama_family.h"
 #include "models/registry.h"
 
 namespace lathe {
 namespace {
 
-class Phi3Model : public Model {
+// transformers Phi3Model / Phi3DecoderLayer: x + attn(norm(x)), then x + mlp(norm(x)).
+class Phi3Model : public Decoder {
  public:
   Phi3Model(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)), rope_(cfg_.rope) {
+      : cfg_(std::move(cfg)) {
+    ropes_.emplace_back(cfg_.rope);
     Weights w(ckpt, opts.dtype);
     const int64_t h = cfg_.hidden_size, inter = cfg_.intermediate_size;
     const AttentionSpec& s = cfg_.attention;
@@ -45,30 +48,33 @@ class Phi3Model : public Model {
     info_ = decoder_info(cfg_, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
-    Tensor cos, sin;
-    rope_.tables(pos0, n, &cos, &sin);
-    Tensor x = ops::embedding(embed_, ids);
-    record(trace, "embed", x);
-    const float eps = cfg_.rms_norm_eps;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      // Phi3DecoderLayer (pre-norm, as Llama).
-      ops::add_inplace(x, self_attention(ctx, ops::rms_norm(x, l.attn_norm, eps), l.attn, l.spec,
-                                         cos, sin, cache.layers[i], pos0));
-      ops::add_inplace(x, swiglu_mlp(ctx, ops::rms_norm(x, l.mlp_norm, eps), l.mlp));
-      record(trace, cat("layer.", i, ".out"), x);
-    }
-    cache.length = pos0 + n;
-    Tensor normed = ops::rms_norm(all_logits ? x : last_row(x), final_norm_, eps);
-    record(trace, "final_norm", normed);
-    return ops::linear(ctx, normed, lm_head_);
+  std::vector<LayerStateSpec> layer_states() const override {
+    return blocks::kv_layer_states(cfg_.attention, cfg_.layer_windows);
+  }
+
+ protected:
+  // Phi3DecoderLayer (pre-norm, as Llama); Phi3MLP: down(silu(gate) * up).
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
+    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
+    a = blocks::self_attention(g, a, l.attn, l.spec, {.rope_tables = in.rope_tables[0], .layer = i},
+                               p);
+    x = g.add(x, a);
+    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    return g.add(x, blocks::gated_mlp(g, m, l.mlp, ops::Activation::Silu, p));
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return norm(g, x, final_norm_);
   }
 
  private:
+  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
+    return blocks::rms_norm(g, x, weight, cfg_.rms_norm_eps);
+  }
+
   struct Layer {
     AttentionSpec spec;
     Tensor attn_norm, mlp_norm;
@@ -76,8 +82,7 @@ class Phi3Model : public Model {
     GatedMlpWeights mlp;
   };
   LlamaFamilyConfig cfg_;
-  Rope rope_;
-  Tensor embed_, final_norm_, lm_head_;
+  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 

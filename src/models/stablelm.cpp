@@ -5,7 +5,7 @@
 // LayerNorms with a weight of their own for each head (qk_layernorm), and partial rotary
 // (partial_rotary_factor 0.25 by default); a gated MLP.
 #include "core/error.h"
-#include "models/builder.h"
+#include "models/decoder.h"
 #include "models/registry.h"
 
 namespace lathe {
@@ -23,10 +23,12 @@ struct StableLmConfig {
   RopeConfig rope;
 };
 
-class StableLmModel : public Model {
+// transformers StableLmModel / StableLmDecoderLayer.
+class StableLmModel : public Decoder {
  public:
   StableLmModel(const Checkpoint& ckpt, StableLmConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)), rope_(cfg_.rope) {
+      : cfg_(std::move(cfg)) {
+    ropes_.emplace_back(cfg_.rope);
     Weights w(ckpt, opts.dtype);
     const int64_t h = cfg_.hidden_size;
     const AttentionSpec& s = cfg_.attention;
@@ -52,39 +54,34 @@ class StableLmModel : public Model {
     info_ = decoder_info(cfg_, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
-    Tensor cos, sin;
-    rope_.tables(pos0, n, &cos, &sin);
-    Tensor x = ops::embedding(embed_, ids);
-    record(trace, "embed", x);
-    const float eps = cfg_.layer_norm_eps;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      // StableLmDecoderLayer: parallel x + attn(ln(x)) + mlp(ln(x)), or sequential
-      // y = x + attn(ln(x)); y + mlp(post_ln(y)).
-      Tensor normed = layer_norm(x, l.attn_norm, eps);
-      Tensor a =
-          self_attention(ctx, normed, l.attn, cfg_.attention, cos, sin, cache.layers[i], pos0);
-      if (cfg_.use_parallel_residual) {
-        parallel_residual(x, a, gated_mlp(ctx, normed, l.mlp, cfg_.act));
-      } else {
-        ops::add_inplace(x, a);
-        ops::add_inplace(x, gated_mlp(ctx, layer_norm(x, l.mlp_norm, eps), l.mlp, cfg_.act));
-      }
-      record(trace, cat("layer.", i, ".out"), x);
-    }
-    cache.length = pos0 + n;
-    Tensor normed = layer_norm(all_logits ? x : last_row(x), final_norm_, eps);
-    record(trace, "final_norm", normed);
-    return ops::linear(ctx, normed, lm_head_);
+ protected:
+  // StableLmDecoderLayer: parallel x + attn(ln(x)) + mlp(ln(x)) (added as x + (attn + mlp)),
+  // or sequential y = x + attn(ln(x)); y + mlp(post_ln(y)).
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
+    const graph::Value normed = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
+    const graph::Value a = blocks::self_attention(
+        g, normed, l.attn, cfg_.attention, {.rope_tables = in.rope_tables[0], .layer = i}, p);
+    if (cfg_.use_parallel_residual)
+      return g.add(x, g.add(a, blocks::gated_mlp(g, normed, l.mlp, cfg_.act, p)));
+    x = g.add(x, a);
+    const graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    return g.add(x, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p));
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return norm(g, x, final_norm_);
   }
 
  private:
+  graph::Value norm(graph::Builder& g, graph::Value x, const NormWeights& w) const {
+    return blocks::layer_norm(g, x, w, cfg_.layer_norm_eps);
+  }
+
   // StableLmLayerNormPerHead: one bias-free nn.LayerNorm(head_dim) per head (norms.<h>),
-  // gathered into one [heads, head_dim] weight that ops::layer_norm cycles through.
+  // gathered into one [heads, head_dim] weight that the layer_norm op cycles through.
   static Tensor per_head_norm(Weights& w, const std::string& prefix, int64_t heads,
                               int64_t head_dim) {
     std::vector<Tensor> rows;
@@ -99,8 +96,6 @@ class StableLmModel : public Model {
     GatedMlpWeights mlp;
   };
   StableLmConfig cfg_;
-  Rope rope_;
-  Tensor embed_, lm_head_;
   NormWeights final_norm_;
   std::vector<Layer> layers_;
 };

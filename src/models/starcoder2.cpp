@@ -3,6 +3,7 @@
 // grouped-query attention with biases (use_bias), an ungated MLP c_proj(act(c_fc(x))), and an
 // optional sliding window on every layer.
 #include "core/error.h"
+#include "models/decoder.h"
 #include "models/llama_family.h"
 #include "models/registry.h"
 
@@ -16,10 +17,12 @@ struct Starcoder2Config {
   ops::Activation act = ops::Activation::GeluTanh;
 };
 
-class Starcoder2Model : public Model {
+// transformers Starcoder2Model / Starcoder2DecoderLayer: x + attn(ln(x)), then x + mlp(ln(x)).
+class Starcoder2Model : public Decoder {
  public:
   Starcoder2Model(const Checkpoint& ckpt, Starcoder2Config cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)), rope_(cfg_.base.rope) {
+      : cfg_(std::move(cfg)) {
+    ropes_.emplace_back(cfg_.base.rope);
     const LlamaFamilyConfig& b = cfg_.base;
     Weights w(ckpt, opts.dtype);
     const int64_t h = b.hidden_size, inter = b.intermediate_size;
@@ -32,12 +35,8 @@ class Starcoder2Model : public Model {
       l.attn_norm = load_layer_norm(w, p + "input_layernorm.", h);
       l.attn = load_attention(w, p + "self_attn.", l.spec);
       l.mlp_norm = load_layer_norm(w, p + "post_attention_layernorm.", h);
-      l.fc = w.matrix(p + "mlp.c_fc.weight", {inter, h});
-      l.proj = w.matrix(p + "mlp.c_proj.weight", {h, inter});
-      if (cfg_.use_bias) {
-        l.fc_bias = w.vector(p + "mlp.c_fc.bias", {inter});
-        l.proj_bias = w.vector(p + "mlp.c_proj.bias", {h});
-      }
+      // Starcoder2MLP: c_proj(act(c_fc(x))), an ungated MLP.
+      l.mlp = load_linear_mlp(w, p + "mlp.", "c_fc", "c_proj", h, inter, cfg_.use_bias);
       layers_.push_back(std::move(l));
     }
     final_norm_ = load_layer_norm(w, "model.norm.", h);
@@ -47,46 +46,39 @@ class Starcoder2Model : public Model {
     info_ = decoder_info(b, w.matrix_dtype());
   }
 
-  Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
-                 const Trace* trace) const override {
-    const int64_t n = static_cast<int64_t>(ids.size()), pos0 = cache.length;
-    check_cache_room(cache, n);
-    Tensor cos, sin;
-    rope_.tables(pos0, n, &cos, &sin);
-    Tensor x = ops::embedding(embed_, ids);
-    record(trace, "embed", x);
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      // Starcoder2DecoderLayer: x + attn(ln(x)), then x + mlp(ln(x)).
-      ops::add_inplace(x, self_attention(ctx, norm(x, l.attn_norm), l.attn, l.spec, cos, sin,
-                                         cache.layers[i], pos0));
-      // Starcoder2MLP: c_proj(act(c_fc(x))).
-      Tensor hid = ops::linear(ctx, norm(x, l.mlp_norm), l.fc, bias(l.fc_bias));
-      ops::add_inplace(x,
-                       ops::linear(ctx, ops::activation(cfg_.act, hid), l.proj, bias(l.proj_bias)));
-      record(trace, cat("layer.", i, ".out"), x);
-    }
-    cache.length = pos0 + n;
-    Tensor normed = norm(all_logits ? x : last_row(x), final_norm_);
-    record(trace, "final_norm", normed);
-    return ops::linear(ctx, normed, lm_head_);
+  std::vector<LayerStateSpec> layer_states() const override {
+    return blocks::kv_layer_states(cfg_.base.attention, cfg_.base.layer_windows);
+  }
+
+ protected:
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
+    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
+    a = blocks::self_attention(g, a, l.attn, l.spec, {.rope_tables = in.rope_tables[0], .layer = i},
+                               p);
+    x = g.add(x, a);
+    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    return g.add(x, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p));
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return norm(g, x, final_norm_);
   }
 
  private:
-  Tensor norm(const Tensor& x, const NormWeights& w) const {
-    return layer_norm(x, w, cfg_.norm_epsilon);
+  graph::Value norm(graph::Builder& g, graph::Value x, const NormWeights& w) const {
+    return blocks::layer_norm(g, x, w, cfg_.norm_epsilon);
   }
-  static const Tensor* bias(const Tensor& t) { return t.defined() ? &t : nullptr; }
 
   struct Layer {
     AttentionSpec spec;
     NormWeights attn_norm, mlp_norm;
     AttentionWeights attn;
-    Tensor fc, fc_bias, proj, proj_bias;
+    GatedMlpWeights mlp;  // up (c_fc) and down (c_proj) only
   };
   Starcoder2Config cfg_;
-  Rope rope_;
-  Tensor embed_, lm_head_;
   NormWeights final_norm_;
   std::vector<Layer> layers_;
 };
