@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "core/error.h"
@@ -12,6 +13,65 @@
 #include "tokenizer/tokenizer.h"
 
 namespace lathe {
+namespace {
+
+// --batch FILE: JSON lines {"prompt": TEXT} or {"prompt_ids": [...]}, each with an optional
+// "max_new_tokens"; every field error names the file and line.
+std::vector<BatchRequest> read_batch(const std::string& path, const Tokenizer* tokenizer,
+                                     int64_t default_new_tokens) {
+  std::istringstream in(read_text_file(path));
+  std::vector<BatchRequest> requests;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string origin = cat(path, ":", number);
+    const Json j = parse_json(line, origin);
+    if (!j.is_object()) fail(origin, ": each line must be a JSON object");
+    JsonFields f(j, origin);
+    BatchRequest r;
+    if (f.has("prompt") == f.has("prompt_ids"))
+      fail(origin, ": give one of \"prompt\" or \"prompt_ids\"");
+    if (f.has("prompt")) {
+      if (!tokenizer) fail(origin, ": field \"prompt\" needs the folder's tokenizer.json");
+      r.prompt = tokenizer->encode(f.get<std::string>("prompt"), true);
+    } else {
+      r.prompt = parse_ids(f.at("prompt_ids").dump(), origin + " prompt_ids");
+    }
+    r.max_new_tokens = f.get_or<int64_t>("max_new_tokens", default_new_tokens);
+    if (r.max_new_tokens < 0 || r.max_new_tokens > (1 << 20))
+      fail(origin, ": field \"max_new_tokens\" is ", r.max_new_tokens, ", out of range");
+    requests.push_back(std::move(r));
+  }
+  if (requests.empty()) fail(path, ": no requests (one JSON object per line)");
+  return requests;
+}
+
+// Runs the requests as one batch and prints one JSON result per request, in order.
+void run_batch(Runtime& rt, const std::vector<BatchRequest>& requests,
+               const std::optional<Tokenizer>& tokenizer, const GenerateOptions& go) {
+  const auto* model = dynamic_cast<const GraphModel*>(rt.model.get());
+  if (!model) fail(rt.model->info().architecture, " does not run batches yet (engine port)");
+  for (size_t i = 0; i < requests.size(); ++i)
+    for (int32_t id : requests[i].prompt)
+      if (id >= model->info().vocab_size)
+        fail("request ", i + 1, ": token id ", id, " is outside the vocabulary of ",
+             model->info().vocab_size);
+  std::vector<KVCache> caches;
+  std::vector<KVCache*> ptrs;
+  for (size_t i = 0; i < requests.size(); ++i) caches.push_back(model->new_cache(rt.max_seq));
+  for (KVCache& c : caches) ptrs.push_back(&c);
+  const auto results = generate_batch(*model, rt.ctx, ptrs, requests, go);
+  for (size_t i = 0; i < results.size(); ++i) {
+    const GenerateResult& r = results[i];
+    Json out = {{"prompt_ids", requests[i].prompt},
+                {"generated_ids", r.tokens},
+                {"stopped_on_eos", r.stopped_on_eos},
+                {"text", tokenizer ? tokenizer->decode(r.tokens, true) : ""}};
+    std::cout << out.dump() << "\n";
+  }
+}
+
+}  // namespace
 
 int cmd_generate(int argc, char** argv) {
   std::vector<OptionSpec> options = {
@@ -30,6 +90,9 @@ int cmd_generate(int argc, char** argv) {
       {"repetition-penalty", "R", "divide (multiply when negative) logits of seen tokens by R"},
       {"seed", "N", "random seed for sampling (default 0)"},
       {"json", "", "print one JSON object: prompt ids, generated ids, text, timings"},
+      {"batch", "FILE",
+       "JSON lines of {\"prompt\": TEXT} or {\"prompt_ids\": [...]} (optional "
+       "\"max_new_tokens\"), run as one batch; prints one JSON result per line, in order"},
   };
   for (auto& o : runtime_options()) options.push_back(o);
   Args args("generate", "Generates tokens from a Hugging Face checkpoint folder.", {"MODEL_DIR"},
@@ -39,8 +102,12 @@ int cmd_generate(int argc, char** argv) {
     std::cout << args.usage();
     return 0;
   }
-  if (args.has("prompt") + args.has("prompt-file") + args.has("prompt-ids") != 1)
-    throw UsageError("lathe generate: give one of --prompt, --prompt-file or --prompt-ids");
+  if (args.has("prompt") + args.has("prompt-file") + args.has("prompt-ids") + args.has("batch") !=
+      1)
+    throw UsageError(
+        "lathe generate: give one of --prompt, --prompt-file, --prompt-ids or --batch");
+  if (args.has("batch") && (args.flag("chat") || args.has("system")))
+    throw UsageError("lathe generate: --batch takes no --chat or --system");
   std::optional<std::string> text = args.get("prompt");
   if (auto file = args.get("prompt-file")) text = read_text_file(*file);
   if ((args.flag("chat") || args.has("system")) && !text)
@@ -51,7 +118,9 @@ int cmd_generate(int argc, char** argv) {
   if (text || std::filesystem::exists(dir / "tokenizer.json"))
     tokenizer.emplace(Tokenizer::load(dir));
   std::vector<int32_t> prompt;
-  if (text) {
+  if (args.has("batch")) {
+    // read below, once the defaults from generation_config.json are known
+  } else if (text) {
     if (args.flag("chat")) {
       // As transformers: apply_chat_template(..., add_generation_prompt=True) and encode the
       // text without adding special tokens again.
@@ -82,6 +151,11 @@ int cmd_generate(int argc, char** argv) {
   s.min_p = args.get_double("min-p", gc.min_p);
   s.repetition_penalty = args.get_double("repetition-penalty", gc.repetition_penalty);
   s.seed = static_cast<uint64_t>(args.get_int("seed", 0, 0, INT64_MAX));
+  if (auto batch = args.get("batch")) {
+    const auto requests = read_batch(*batch, tokenizer ? &*tokenizer : nullptr, go.max_new_tokens);
+    run_batch(*rt, requests, tokenizer, go);
+    return 0;
+  }
   for (int32_t id : prompt)
     if (id >= rt->model->info().vocab_size)
       fail("--prompt-ids: token id ", id, " is outside the vocabulary of ",

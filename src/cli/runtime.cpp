@@ -16,6 +16,7 @@ std::vector<OptionSpec> runtime_options() {
       {"threads", "N", "worker threads (default: all cores)"},
       {"max-seq", "N", "KV cache positions (default: min(max_position_embeddings, 4096))"},
       {"reference-kernels", "", "use the portable reference kernels (slow; for checking)"},
+      {"eager", "", "run each graph node as it is built, unplanned (debugging; same numbers)"},
   };
 }
 
@@ -37,6 +38,7 @@ std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args) 
   rt->pool = std::make_unique<ThreadPool>(threads);
   rt->ctx.pool = rt->pool.get();
   rt->ctx.reference_kernels = args.flag("reference-kernels");
+  rt->ctx.eager = args.flag("eager");
   const int64_t max_pos = rt->model->info().max_position_embeddings;
   rt->max_seq = args.get_int("max-seq", std::min<int64_t>(max_pos, 4096), 1, int64_t{1} << 22);
   return rt;
