@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "io/safetensors.h"
 #include "io/tiny_checkpoint.h"
@@ -48,6 +49,50 @@ class CliModel : public ::testing::Test {
   }
   ScratchDir dir{"cli"};
 };
+
+// --batch: one JSON result per input line, in order, each what a separate run prints.
+TEST_F(CliModel, GenerateBatchMatchesSeparateRuns) {
+  const std::vector<std::pair<std::string, int>> lines = {
+      {"[3, 14, 15, 92, 65]", 7}, {"[2]", 12}, {"[27, 18, 28, 18, 28, 45, 90, 45]", 3}};
+  std::string batch;
+  for (const auto& [ids, n] : lines)
+    batch += "{\"prompt_ids\": " + ids + ", \"max_new_tokens\": " + std::to_string(n) + "}\n";
+  batch += "\n";  // blank lines are skipped
+  testing::write_file(dir / "batch.jsonl", batch);
+  const auto r =
+      run_lathe("generate " + dir.path().string() + " --batch " + (dir / "batch.jsonl").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::istringstream out(r.out);
+  std::string line;
+  for (const auto& [ids, n] : lines) {
+    ASSERT_TRUE(std::getline(out, line)) << r.out;
+    const Json got = Json::parse(line);
+    const auto alone = run_lathe("generate " + dir.path().string() + " --json --prompt-ids '" +
+                                 ids + "' --max-new-tokens " + std::to_string(n));
+    ASSERT_EQ(alone.exit_code, 0) << alone.out;
+    const Json want = Json::parse(alone.out);
+    EXPECT_EQ(got["prompt_ids"], want["prompt_ids"]);
+    EXPECT_EQ(got["generated_ids"], want["generated_ids"]) << ids;
+    EXPECT_EQ(got["stopped_on_eos"], want["stopped_on_eos"]);
+    if (!got["stopped_on_eos"]) {
+      EXPECT_EQ(got["generated_ids"].size(), static_cast<size_t>(n));
+    }
+  }
+  EXPECT_FALSE(std::getline(out, line)) << "one line per request";
+
+  testing::write_file(dir / "bad.jsonl", "{\"prompt_ids\": [1]}\n{\"prompt_ids\": \"x\"}\n");
+  const auto bad =
+      run_lathe("generate " + dir.path().string() + " --batch " + (dir / "bad.jsonl").string());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("bad.jsonl:2"), std::string::npos) << bad.out;
+  testing::write_file(dir / "none.jsonl", "{\"max_new_tokens\": 3}\n");
+  const auto none =
+      run_lathe("generate " + dir.path().string() + " --batch " + (dir / "none.jsonl").string());
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.out.find("none.jsonl:1: give one of"), std::string::npos) << none.out;
+  EXPECT_EQ(
+      run_lathe("generate " + dir.path().string() + " --batch x --prompt-ids '[1]'").exit_code, 2);
+}
 
 TEST_F(CliModel, GenerateJsonMatchesGoldenTokens) {
   const Json golden =
