@@ -12,11 +12,11 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "fuzz_support.h"
+#include "graph/executor.h"
 #include "io/checkpoint.h"
 #include "io/json.h"
 #include "io/tiny_checkpoint.h"
 #include "models/registry.h"
-#include "ops/ops.h"
 
 namespace {
 

@@ -14,7 +14,16 @@
 #include "backends/backend.h"
 #include "graph/builder.h"
 
-namespace lathe::graph {
+namespace lathe {
+
+// Where and how steps run. Passed to every step (no global state).
+struct Context {
+  ThreadPool* pool = nullptr;
+  bool reference_kernels = false;  // run the portable reference backend (tests, debugging)
+  bool eager = false;              // run each node as it is built, unplanned (debugging)
+};
+
+namespace graph {
 
 // Called with every named node's value right after it is computed (the lab's layer-by-layer
 // comparison). The tensor is valid only during the call.
@@ -70,4 +79,5 @@ class EagerRunner {
   std::vector<Tensor> values_;
 };
 
-}  // namespace lathe::graph
+}  // namespace graph
+}  // namespace lathe

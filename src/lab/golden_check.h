@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "graph/executor.h"
 #include "io/tiny_checkpoint.h"
 #include "lab/compare.h"
-#include "ops/ops.h"
 
 namespace lathe {
 

@@ -63,7 +63,7 @@ Value self_attention(Builder& g, Value x, const AttentionWeights& w, const Atten
   return g.name(out, prefix + "attn_out");
 }
 
-Value gated_mlp(Builder& g, Value x, const GatedMlpWeights& w, ops::Activation act,
+Value gated_mlp(Builder& g, Value x, const GatedMlpWeights& w, graph::Activation act,
                 const std::string& prefix) {
   Value up = linear(g, x, w.up, w.up_bias);
   Value h = w.gate.defined() && w.gate.numel() > 0

@@ -36,7 +36,7 @@ Value self_attention(Builder& g, Value x, const AttentionWeights& w, const Atten
                      const AttentionInputs& in, const std::string& prefix);
 
 // down(act(gate(x)) * up(x)), or down(act(up(x))) when the weights have no gate.
-Value gated_mlp(Builder& g, Value x, const GatedMlpWeights& w, ops::Activation act,
+Value gated_mlp(Builder& g, Value x, const GatedMlpWeights& w, graph::Activation act,
                 const std::string& prefix);
 
 // The KV state of attention layers: full KV, or a sliding ring where the layer has a window.

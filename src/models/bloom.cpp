@@ -21,18 +21,10 @@ struct BloomConfig {
   AttentionSpec attention;
 };
 
-// alibi_slopes(heads) as the F32 [heads] tensor the attention op reads.
-Tensor slopes_tensor(int64_t heads) {
-  const std::vector<float> slopes = alibi_slopes(heads);
-  Tensor t = Tensor::zeros(DType::F32, {heads});
-  std::copy(slopes.begin(), slopes.end(), t.mut<float>());
-  return t;
-}
-
 class BloomModel : public Decoder {
  public:
   BloomModel(const Checkpoint& ckpt, BloomConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)), slopes_(slopes_tensor(cfg_.attention.heads)) {
+      : cfg_(std::move(cfg)), slopes_(alibi_slopes_tensor(cfg_.attention.heads)) {
     Weights w(ckpt, opts.dtype);
     const int64_t h = cfg_.hidden_size;
     const AttentionSpec& s = cfg_.attention;
@@ -84,7 +76,7 @@ class BloomModel : public Decoder {
     a = g.add(a, post ? normed : x);
     normed = g.name(blocks::layer_norm(g, a, l.mlp_norm, eps), p + "mlp_norm");
     // BloomMLP: dense_4h_to_h(BloomGelu(dense_h_to_4h(x))), BloomGelu the tanh approximation.
-    graph::Value m = blocks::gated_mlp(g, normed, l.mlp, ops::Activation::GeluTanh, p);
+    graph::Value m = blocks::gated_mlp(g, normed, l.mlp, graph::Activation::GeluTanh, p);
     return g.add(m, post ? normed : a);
   }
 

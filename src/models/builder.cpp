@@ -1,5 +1,6 @@
 #include "models/builder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -7,14 +8,6 @@
 #include "core/error.h"
 
 namespace lathe {
-namespace {
-
-const Tensor* opt(const Tensor& t) {
-  return t.defined() && t.numel() > 0 ? &t : nullptr;
-}
-
-}  // namespace
-
 AttentionWeights load_attention(Weights& w, const std::string& prefix, const AttentionSpec& s,
                                 const std::string& o_name) {
   AttentionWeights a;
@@ -43,46 +36,6 @@ AttentionWeights load_attention(Weights& w, const std::string& prefix, const Att
       break;
   }
   return a;
-}
-
-Tensor self_attention(Context& ctx, const Tensor& x, const AttentionWeights& w,
-                      const AttentionSpec& s, const Tensor& cos, const Tensor& sin,
-                      KVCache::Layer& cache, int64_t pos0, const Tensor* position_bias) {
-  const int64_t n = x.dim(0);
-  Tensor q = ops::linear(ctx, x, w.q, opt(w.q_bias));
-  Tensor k = ops::linear(ctx, x, w.k, opt(w.k_bias));
-  Tensor v = ops::linear(ctx, x, w.v, opt(w.v_bias));
-  if (s.clip_qkv > 0) {  // OlmoAttention clamps the projections before anything else
-    ops::clamp_inplace(q, s.clip_qkv);
-    ops::clamp_inplace(k, s.clip_qkv);
-    ops::clamp_inplace(v, s.clip_qkv);
-  }
-  auto norm = [&](const Tensor& t, const Tensor& weight, const Tensor& bias) {
-    return s.qk_layer_norm ? ops::layer_norm(t, opt(weight), opt(bias), s.norm_eps)
-                           : ops::rms_norm(t, weight, s.norm_eps, s.norm_offset);
-  };
-  // Olmo2Attention normalises the flat projections; Qwen3/Gemma3 each head after reshaping.
-  if (s.qk_norm == QkNorm::AcrossHeads) {
-    q = norm(q, w.q_norm, w.q_norm_bias);
-    k = norm(k, w.k_norm, w.k_norm_bias);
-  }
-  q = q.reshape({n, s.heads, s.head_dim});
-  k = k.reshape({n, s.kv_heads, s.head_dim});
-  v = v.reshape({n, s.kv_heads, s.head_dim});
-  if (s.qk_norm == QkNorm::PerHead) {
-    q = norm(q, w.q_norm, w.q_norm_bias);
-    k = norm(k, w.k_norm, w.k_norm_bias);
-  }
-  if (s.rope) {
-    ops::rope(q, cos, sin, s.rope_layout);
-    ops::rope(k, cos, sin, s.rope_layout);
-  }
-  ops::write_rows(cache.k, k, pos0);
-  ops::write_rows(cache.v, v, pos0);
-  const float scale = s.scale != 0 ? s.scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-  Tensor out =
-      ops::attention(ctx, q, cache.k, cache.v, pos0, s.window, scale, s.softcap, position_bias);
-  return ops::linear(ctx, out.reshape({n, s.heads * s.head_dim}), w.o, opt(w.o_bias));
 }
 
 namespace {
@@ -159,23 +112,11 @@ std::vector<float> alibi_slopes(int64_t heads) {
   return slopes;
 }
 
-Tensor alibi_bias(std::span<const float> slopes, int64_t length) {
-  const int64_t heads = static_cast<int64_t>(slopes.size());
-  Tensor bias = Tensor::zeros(DType::F32, {heads, length});
-  float* p = bias.mut<float>();
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t j = 0; j < length; ++j) p[h * length + j] = slopes[h] * static_cast<float>(j);
-  return bias;
-}
-
-Tensor learned_positions(const Tensor& table, int64_t pos0, int64_t n, int64_t offset) {
-  const int64_t available = table.dim(0) - offset;
-  if (pos0 + n > available)
-    fail("position ", pos0 + n - 1, " is past the model's ", available,
-         " learned positions (max_position_embeddings)");
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  std::iota(ids.begin(), ids.end(), static_cast<int32_t>(pos0 + offset));
-  return ops::embedding(table, ids);
+Tensor alibi_slopes_tensor(int64_t heads) {
+  const std::vector<float> slopes = alibi_slopes(heads);
+  Tensor t = Tensor::zeros(DType::F32, {heads});
+  std::copy(slopes.begin(), slopes.end(), t.mut<float>());
+  return t;
 }
 
 NormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim, bool weight,
@@ -184,10 +125,6 @@ NormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim, 
   if (weight) n.weight = w.vector(prefix + "weight", {dim});
   if (bias) n.bias = w.vector(prefix + "bias", {dim});
   return n;
-}
-
-Tensor layer_norm(const Tensor& x, const NormWeights& w, float eps) {
-  return ops::layer_norm(x, opt(w.weight), opt(w.bias), eps);
 }
 
 GatedMlpWeights load_gated_mlp(Weights& w, const std::string& prefix, int64_t hidden,
@@ -204,20 +141,6 @@ GatedMlpWeights load_gated_mlp(Weights& w, const std::string& prefix, int64_t hi
   return m;
 }
 
-Tensor swiglu_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w) {
-  Tensor gate = ops::linear(ctx, x, w.gate, opt(w.gate_bias));
-  Tensor up = ops::linear(ctx, x, w.up, opt(w.up_bias));
-  return ops::linear(ctx, ops::silu_mul(gate, up), w.down, opt(w.down_bias));
-}
-
-Tensor gated_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w, ops::Activation act) {
-  Tensor up = ops::linear(ctx, x, w.up, opt(w.up_bias));
-  if (!opt(w.gate))  // ungated (ArceeMLP): down(act(up(x)))
-    return ops::linear(ctx, ops::activation(act, up), w.down, opt(w.down_bias));
-  Tensor gate = ops::linear(ctx, x, w.gate, opt(w.gate_bias));
-  return ops::linear(ctx, ops::act_mul(act, gate, up), w.down, opt(w.down_bias));
-}
-
 GatedMlpWeights load_linear_mlp(Weights& w, const std::string& prefix, const std::string& up,
                                 const std::string& down, int64_t hidden, int64_t intermediate,
                                 bool bias) {
@@ -231,19 +154,15 @@ GatedMlpWeights load_linear_mlp(Weights& w, const std::string& prefix, const std
   return m;
 }
 
-void parallel_residual(Tensor& x, const Tensor& a, const Tensor& m) {
-  ops::add_inplace(x, ops::add(a, m));  // a + m == m + a (FalconDecoderLayer's order) exactly
-}
-
-ops::Activation read_activation(const JsonFields& f, const std::string& field,
-                                const std::string& fallback, const std::string& architecture) {
+graph::Activation read_activation(const JsonFields& f, const std::string& field,
+                                  const std::string& fallback, const std::string& architecture) {
   const std::string act = f.get_or<std::string>(field, fallback);
-  if (act == "silu" || act == "swish") return ops::Activation::Silu;
-  if (act == "gelu") return ops::Activation::Gelu;
+  if (act == "silu" || act == "swish") return graph::Activation::Silu;
+  if (act == "gelu") return graph::Activation::Gelu;
   // NewGELUActivation (gelu_new) is the same tanh approximation, written out.
-  if (act == "gelu_pytorch_tanh" || act == "gelu_new") return ops::Activation::GeluTanh;
-  if (act == "relu") return ops::Activation::Relu;
-  if (act == "relu2") return ops::Activation::Relu2;
+  if (act == "gelu_pytorch_tanh" || act == "gelu_new") return graph::Activation::GeluTanh;
+  if (act == "relu") return graph::Activation::Relu;
+  if (act == "relu2") return graph::Activation::Relu2;
   fail(f.origin(), ": field \"", field, "\" is \"", act, "\"; ", architecture,
        " in lathe implements \"silu\", \"gelu\", \"gelu_pytorch_tanh\", \"gelu_new\", "
        "\"relu\" and \"relu2\"");
@@ -304,20 +223,6 @@ Json with_legacy_rope_fields(const JsonFields& f, const char* theta_field, doubl
   c.erase("rope_scaling");
   c["rope_parameters"] = p;
   return c;
-}
-
-void check_cache_room(const KVCache& cache, int64_t n) {
-  if (n <= 0) fail("forward: no tokens");
-  if (cache.length + n > cache.max_seq)
-    fail("sequence of ", cache.length + n, " tokens exceeds the KV cache of ", cache.max_seq,
-         " positions (raise --max-seq)");
-}
-
-Tensor last_row(const Tensor& x) {
-  const int64_t dim = x.dim(-1);
-  Tensor y = Tensor::zeros(DType::F32, {1, dim});
-  std::memcpy(y.mut<float>(), x.data<float>() + (x.numel() - dim), dim * sizeof(float));
-  return y;
 }
 
 std::string base_model_prefix(const Weights& w, const std::string& prefix,

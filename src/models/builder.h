@@ -14,11 +14,6 @@
 
 namespace lathe {
 
-// Calls the trace, if any, with a named intermediate.
-inline void record(const Trace* trace, const std::string& name, const Tensor& t) {
-  if (trace && *trace) (*trace)(name, t);
-}
-
 // Where q and k are RMS-normed before rotary, if at all.
 enum class QkNorm {
   None,
@@ -37,7 +32,7 @@ struct AttentionSpec {
   float scale = 0;        // softmax scale; 0 means head_dim^-0.5
   float softcap = 0;      // Gemma2 attn_logit_softcapping (0: none)
   bool rope = true;       // SmolLM3 no_rope_layers: false skips rotary on this layer
-  ops::RopeLayout rope_layout = ops::RopeLayout::HalfSplit;  // Ernie4_5: Interleaved
+  graph::RopeLayout rope_layout = graph::RopeLayout::HalfSplit;  // Ernie4_5: Interleaved
   // q/k norms are LayerNorms (Phi, StableLm, Cohere), not RMSNorms; their weights are loaded
   // by the model file (names and shapes differ), per head: [head_dim] or [heads, head_dim].
   bool qk_layer_norm = false;
@@ -55,15 +50,6 @@ struct AttentionWeights {
 // them; `o_name` names the output projection where it is not o_proj (GPTJ out_proj, Phi dense).
 AttentionWeights load_attention(Weights& w, const std::string& prefix, const AttentionSpec& s,
                                 const std::string& o_name = "o_proj");
-
-// Self-attention of x [tokens, hidden] at positions cache.length..: projections, optional
-// clipping and q/k norm, rotary (on the first rot_dim of each head when cos/sin are narrower
-// than head_dim: partial rotary), cache append, causal (windowed) attention, output projection.
-// transformers LlamaAttention / Qwen2Attention / Qwen3Attention. `position_bias` [heads,
-// >= pos0 + tokens], when given, is added to the scaled scores (ALiBi: alibi_bias below).
-Tensor self_attention(Context& ctx, const Tensor& x, const AttentionWeights& w,
-                      const AttentionSpec& s, const Tensor& cos, const Tensor& sin,
-                      KVCache::Layer& cache, int64_t pos0, const Tensor* position_bias = nullptr);
 
 // Splits a fused query/key/value projection, a weight [rows, in] or a bias [rows], into the
 // separate q, k, v that AttentionWeights holds (copied once at load). transformers views the
@@ -87,15 +73,8 @@ Tensor transpose_matrix(const Tensor& m);
 // Falcon): for the largest power of two n <= heads, 2^(-8i/n) for i = 1..n; the heads past n
 // take the odd powers 2^(-4i/n), i = 1, 3, 5, ...; in f32.
 std::vector<float> alibi_slopes(int64_t heads);
-// [heads, length]: slope_h * j at column j, the bias that Bloom adds to the scaled scores
-// (softmax is shift invariant, so the key position j stands for the distance j - i).
-Tensor alibi_bias(std::span<const float> slopes, int64_t length);
-
-// Learned absolute position embeddings: rows offset + pos0 .. offset + pos0 + n - 1 of
-// `table` -> [n, dim] (GPT-2 wpe with offset 0, OPT's embed_positions with offset 2). A
-// sequence past the table is an error naming max_position_embeddings.
-Tensor learned_positions(const Tensor& table, int64_t pos0, int64_t n, int64_t offset = 0);
-
+// The same as the F32 [heads] tensor the attention op reads (graph::PositionBias).
+Tensor alibi_slopes_tensor(int64_t heads);
 // A LayerNorm's parameters; either may be undefined (no weight: OlmoLayerNorm, OPT
 // layer_norm_elementwise_affine false; no bias: CohereLayerNorm, nn.LayerNorm(bias=False)).
 struct NormWeights {
@@ -103,8 +82,6 @@ struct NormWeights {
 };
 NormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim, bool weight = true,
                             bool bias = true);
-// torch.nn.LayerNorm of x over its last dimension with these parameters.
-Tensor layer_norm(const Tensor& x, const NormWeights& w, float eps);
 
 struct GatedMlpWeights {
   Tensor gate, up, down;
@@ -113,28 +90,17 @@ struct GatedMlpWeights {
 // gated = false loads only up_proj and down_proj (an ungated MLP, as ArceeMLP).
 GatedMlpWeights load_gated_mlp(Weights& w, const std::string& prefix, int64_t hidden,
                                int64_t intermediate, bool bias, bool gated = true);
-// down(silu(gate(x)) * up(x))   (transformers LlamaMLP)
-Tensor swiglu_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w);
-// down(act(gate(x)) * up(x))   (transformers GemmaMLP with ACT2FN[hidden_act]), or
-// down(act(up(x))) when the weights have no gate.
-Tensor gated_mlp(Context& ctx, const Tensor& x, const GatedMlpWeights& w, ops::Activation act);
-
 // up/down without a gate and with biases by default, under the given names: an ungated MLP
-// down(act(up(x))), run with gated_mlp, such as GPTNeoXMLP, BloomMLP and FalconMLP
+// down(act(up(x))), run with blocks::gated_mlp, such as GPTNeoXMLP, BloomMLP and FalconMLP
 // (dense_h_to_4h, dense_4h_to_h), PhiMLP and OPT (fc1, fc2), GPTJMLP (fc_in, fc_out).
 GatedMlpWeights load_linear_mlp(Weights& w, const std::string& prefix, const std::string& up,
                                 const std::string& down, int64_t hidden, int64_t intermediate,
                                 bool bias = true);
 
-// x += a + m: the parallel attention + MLP residual (GPTNeoX use_parallel_residual, GPT-J, Phi,
-// Cohere, Falcon parallel_attn / new_decoder_architecture), both branches computed from the
-// same layer input.
-void parallel_residual(Tensor& x, const Tensor& a, const Tensor& m);
-
 // Reads an activation field (hidden_act, hidden_activation) with its config-class default.
 // A value lathe does not implement is an error naming the field.
-ops::Activation read_activation(const JsonFields& f, const std::string& field,
-                                const std::string& fallback, const std::string& architecture);
+graph::Activation read_activation(const JsonFields& f, const std::string& field,
+                                  const std::string& fallback, const std::string& architecture);
 
 // Equal-length F32 vectors stacked as the rows of a [count, n] tensor, built once at load
 // (StableLmLayerNormPerHead's norms.<h>.weight as one per-head weight).
@@ -181,12 +147,6 @@ ModelInfo decoder_info(const Config& c, DType weight_dtype) {
 // Throws unless the checkpoint holds at least one tensor per layer: a config.json that claims
 // more layers than that is wrong, and per-layer tables must not be sized from it.
 void check_layer_count(const Checkpoint& ckpt, const JsonFields& f, int64_t num_layers);
-
-// Throws, naming --max-seq, unless `n` (> 0) more positions fit in the cache.
-void check_cache_room(const KVCache& cache, int64_t n);
-
-// Keeps only the last row of x [tokens, dim] -> [1, dim].
-Tensor last_row(const Tensor& x);
 
 // transformers loads a checkpoint saved from the base model, whose tensor names lack the causal
 // LM's base_model_prefix ("transformer." for GPT-2, Bloom, Falcon; "model." for OPT), as the

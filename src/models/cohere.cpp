@@ -15,7 +15,7 @@ struct CohereConfig {
   LlamaFamilyConfig base;  // the fields CohereConfig shares with LlamaConfig
   float layer_norm_eps = 1e-5f;
   float logit_scale = 0.0625f;
-  ops::Activation act = ops::Activation::Silu;
+  graph::Activation act = graph::Activation::Silu;
 };
 
 // transformers CohereModel / CohereDecoderLayer.
@@ -104,7 +104,7 @@ std::unique_ptr<Model> load_cohere(const Checkpoint& ckpt, const ModelOptions& o
   c.logit_scale = static_cast<float>(f.get_or<double>("logit_scale", 0.0625));
   AttentionSpec& a = c.base.attention;
   a.qkv_bias = a.o_bias = f.get_or<bool>("attention_bias", false);
-  a.rope_layout = ops::RopeLayout::Interleaved;  // Cohere's rotate_half pairs neighbours
+  a.rope_layout = graph::RopeLayout::Interleaved;  // Cohere's rotate_half pairs neighbours
   a.qk_layer_norm = f.get_or<bool>("use_qk_norm", false);
   if (a.qk_layer_norm) {
     a.qk_norm = QkNorm::PerHead;

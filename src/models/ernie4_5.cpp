@@ -21,7 +21,7 @@ std::unique_ptr<Model> load_ernie4_5(const Checkpoint& ckpt, const ModelOptions&
   JsonFields f(ckpt.config(), ckpt.config_path());
   const bool bias = f.get_or<bool>("use_bias", false);
   c.attention.qkv_bias = c.attention.o_bias = c.mlp_bias = bias;
-  c.attention.rope_layout = ops::RopeLayout::Interleaved;
+  c.attention.rope_layout = graph::RopeLayout::Interleaved;
   return build_llama_family(ckpt, c, opts);
 }
 

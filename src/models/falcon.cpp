@@ -28,25 +28,17 @@ struct FalconConfig {
   bool bias = false, alibi = false, tie_word_embeddings = true;
   FalconBlock block = FalconBlock::Parallel;
   int64_t qkv_groups = 1;  // how query_key_value's rows are grouped, see split_fused_qkv
-  ops::Activation act = ops::Activation::Gelu;
+  graph::Activation act = graph::Activation::Gelu;
   AttentionSpec attention;
   RopeConfig rope;
 };
-
-// alibi_slopes(heads) as the F32 [heads] tensor the attention op reads.
-Tensor slopes_tensor(int64_t heads) {
-  const std::vector<float> slopes = alibi_slopes(heads);
-  Tensor t = Tensor::zeros(DType::F32, {heads});
-  std::copy(slopes.begin(), slopes.end(), t.mut<float>());
-  return t;
-}
 
 class FalconModel : public Decoder {
  public:
   FalconModel(const Checkpoint& ckpt, FalconConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     if (cfg_.alibi)
-      slopes_ = slopes_tensor(cfg_.attention.heads);
+      slopes_ = alibi_slopes_tensor(cfg_.attention.heads);
     else
       ropes_.emplace_back(cfg_.rope);
     Weights w(ckpt, opts.dtype);

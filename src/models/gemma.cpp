@@ -27,7 +27,7 @@ std::unique_ptr<Model> load_gemma(const Checkpoint& ckpt, const ModelOptions& op
   if (act != "gelu" && act != "gelu_pytorch_tanh")
     fail(f.origin(), ": field \"hidden_act\" is \"", act, "\"; ", c.architecture,
          " in lathe implements \"gelu_pytorch_tanh\"");
-  c.mlp_act = ops::Activation::GeluTanh;
+  c.mlp_act = graph::Activation::GeluTanh;
   if (f.get_or<bool>("use_bidirectional_attention", false))
     fail(f.origin(), ": field \"use_bidirectional_attention\" is true; lathe implements causal ",
          c.architecture);

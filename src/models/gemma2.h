@@ -15,7 +15,7 @@ struct Gemma2Config {
   int64_t max_position_embeddings = 0;
   float rms_norm_eps = 1e-6f;
   bool tie_word_embeddings = true;
-  ops::Activation act = ops::Activation::GeluTanh;
+  graph::Activation act = graph::Activation::GeluTanh;
   float final_softcap = 0;  // 0: none
   AttentionSpec attention;  // shared by every layer but for the window
   std::vector<int64_t> layer_windows;

@@ -96,7 +96,7 @@ std::unique_ptr<Model> load_glm4(const Checkpoint& ckpt, const ModelOptions& opt
   c.mlp_act = read_activation(f, "hidden_act", "silu", c.architecture);
   c.attention.qkv_bias = f.get_or<bool>("attention_bias", true);
   c.attention.o_bias = false;
-  c.attention.rope_layout = ops::RopeLayout::Interleaved;
+  c.attention.rope_layout = graph::RopeLayout::Interleaved;
   // Glm4Config's partial_rotary_factor defaults to 0.5 rather than 1.
   c.rope = read_rope_config(f, c.attention.head_dim, c.max_position_embeddings, 10000.0, 0.5);
   return std::make_unique<Glm4Model>(ckpt, std::move(c), opts);

@@ -18,7 +18,7 @@ struct GptFamilyConfig {
   int64_t max_position_embeddings = 0;
   float layer_norm_eps = 1e-5f;
   bool tie_word_embeddings = true;
-  ops::Activation act = ops::Activation::GeluTanh;
+  graph::Activation act = graph::Activation::GeluTanh;
   AttentionSpec attention;         // heads, kv_heads (1 for multi-query), head_dim, scale
   std::vector<float> layer_scale;  // per layer: the softmax scale (GPT-2 may divide by i + 1)
 

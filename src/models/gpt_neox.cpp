@@ -18,7 +18,7 @@ struct GPTNeoXConfig {
   bool tie_word_embeddings = false;
   bool use_parallel_residual = true;
   bool attention_bias = true;
-  ops::Activation act = ops::Activation::Gelu;
+  graph::Activation act = graph::Activation::Gelu;
   AttentionSpec attention;
   RopeConfig rope;
 };

@@ -15,7 +15,7 @@ struct GPTJConfig {
   int64_t max_position_embeddings = 0;
   float layer_norm_eps = 1e-5f;
   bool tie_word_embeddings = false;
-  ops::Activation act = ops::Activation::GeluTanh;
+  graph::Activation act = graph::Activation::GeluTanh;
   AttentionSpec attention;
   RopeConfig rope;
 };
@@ -113,7 +113,7 @@ std::unique_ptr<Model> load_gptj(const Checkpoint& ckpt, const ModelOptions& opt
   a.hidden = c.hidden_size;
   a.heads = a.kv_heads = heads;
   a.head_dim = c.hidden_size / heads;
-  a.rope_layout = ops::RopeLayout::Interleaved;  // rotate_every_two
+  a.rope_layout = graph::RopeLayout::Interleaved;  // rotate_every_two
   // GPTJRotaryEmbedding: fixed base 10000 over rotary_dim (null: n_embd, which transformers
   // can apply only when that is head_dim, i.e. one head).
   c.rope.head_dim = a.head_dim;

@@ -23,8 +23,8 @@ struct LlamaFamilyConfig {
   RopeConfig rope;
 
   // Variants of the same block; the defaults are Llama's.
-  ops::Activation mlp_act = ops::Activation::Silu;  // Gemma: gelu_pytorch_tanh
-  bool mlp_gated = true;                            // Arcee: down(act(up(x))), no gate_proj
+  graph::Activation mlp_act = graph::Activation::Silu;  // Gemma: gelu_pytorch_tanh
+  bool mlp_gated = true;                                // Arcee: down(act(up(x))), no gate_proj
   float norm_offset = 0;          // Gemma: RMSNorm scales by (1 + weight) (GemmaRMSNorm)
   float embed_multiplier = 1;     // Gemma: sqrt(hidden_size); Granite: embedding_multiplier
   float residual_multiplier = 1;  // Granite: residual + branch * residual_multiplier

@@ -13,7 +13,6 @@
 #include "graph/executor.h"
 #include "graph/state.h"
 #include "io/checkpoint.h"
-#include "ops/ops.h"
 
 namespace lathe {
 

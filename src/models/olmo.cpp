@@ -11,7 +11,7 @@ namespace {
 
 struct OlmoConfig {
   LlamaFamilyConfig base;  // the fields OlmoConfig shares with LlamaConfig
-  ops::Activation act = ops::Activation::Silu;
+  graph::Activation act = graph::Activation::Silu;
 };
 
 // OlmoLayerNorm: F.layer_norm without weight or bias, at a fixed eps.

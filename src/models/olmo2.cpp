@@ -44,7 +44,7 @@ class Olmo2Model : public Decoder {
                                             {.rope_tables = in.rope_tables[0], .layer = i}, p);
     x = g.add(x, g.name(norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
     // Olmo2MLP: down(silu(gate(x)) * up(x)).
-    graph::Value m = blocks::gated_mlp(g, x, l.mlp, ops::Activation::Silu, p);
+    graph::Value m = blocks::gated_mlp(g, x, l.mlp, graph::Activation::Silu, p);
     return g.add(x, g.name(norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
   }
 

@@ -16,7 +16,7 @@ struct OptConfig {
   int64_t max_position_embeddings = 0, word_embed_proj_dim = 0;
   bool do_layer_norm_before = true, final_layer_norm = true;
   bool enable_bias = true, layer_norm_affine = true, tie_word_embeddings = true;
-  ops::Activation act = ops::Activation::Relu;
+  graph::Activation act = graph::Activation::Relu;
   AttentionSpec attention;
 };
 

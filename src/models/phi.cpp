@@ -16,7 +16,7 @@ struct PhiConfig {
   int64_t max_position_embeddings = 0;
   float layer_norm_eps = 1e-5f;
   bool tie_word_embeddings = false;
-  ops::Activation act = ops::Activation::GeluTanh;
+  graph::Activation act = graph::Activation::GeluTanh;
   AttentionSpec attention;
   RopeConfig rope;
 };

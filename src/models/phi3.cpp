@@ -63,7 +63,7 @@ class Phi3Model : public Decoder {
                                p);
     x = g.add(x, a);
     graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
-    return g.add(x, blocks::gated_mlp(g, m, l.mlp, ops::Activation::Silu, p));
+    return g.add(x, blocks::gated_mlp(g, m, l.mlp, graph::Activation::Silu, p));
   }
 
   graph::Value final_norm(graph::Builder& g, graph::Value x) const override {

@@ -18,7 +18,7 @@ struct StableLmConfig {
   float layer_norm_eps = 1e-5f;
   bool tie_word_embeddings = false;
   bool use_parallel_residual = false;
-  ops::Activation act = ops::Activation::Silu;
+  graph::Activation act = graph::Activation::Silu;
   AttentionSpec attention;
   RopeConfig rope;
 };

@@ -14,7 +14,7 @@ struct Starcoder2Config {
   LlamaFamilyConfig base;  // the fields Starcoder2Config shares with LlamaConfig
   float norm_epsilon = 1e-5f;
   bool use_bias = true;
-  ops::Activation act = ops::Activation::GeluTanh;
+  graph::Activation act = graph::Activation::GeluTanh;
 };
 
 // transformers Starcoder2Model / Starcoder2DecoderLayer: x + attn(ln(x)), then x + mlp(ln(x)).

@@ -9,16 +9,9 @@
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
-#include "graph/graph.h"
+#include "graph/executor.h"
 
 namespace lathe {
-
-// Where and how ops run. Passed to every op (no global state).
-struct Context {
-  ThreadPool* pool = nullptr;
-  bool reference_kernels = false;  // use the portable reference kernels (tests, debugging)
-  bool eager = false;              // graph models: run each node as it is built, unplanned
-};
 
 namespace ops {
 

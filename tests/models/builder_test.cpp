@@ -37,13 +37,6 @@ TEST(Alibi, SlopesMatchTransformers) {
   for (size_t i = 0; i < expected.size(); ++i) EXPECT_FLOAT_EQ(twelve[i], expected[i]) << i;
 }
 
-TEST(Alibi, BiasIsSlopeTimesKeyPosition) {
-  const std::vector<float> slopes = {0.5f, 0.25f};
-  const Tensor bias = alibi_bias(slopes, 3);
-  EXPECT_EQ(bias.shape(), (Shape{2, 3}));
-  EXPECT_EQ(values(bias), (std::vector<float>{0, 0.5f, 1, 0, 0.25f, 0.5f}));
-}
-
 TEST(FusedQkv, SplitsEachGroupingTransformersUses) {
   AttentionSpec s;
   s.heads = 4, s.kv_heads = 2, s.head_dim = 1;
@@ -76,18 +69,6 @@ TEST(Conv1D, TransposesAnyDtype) {
   EXPECT_EQ(values(t), (std::vector<float>{0, 3, 1, 4, 2, 5}));
   const Tensor b = transpose_matrix(m.to(DType::BF16)).to(DType::F32);
   EXPECT_EQ(values(b), values(t));
-}
-
-TEST(LearnedPositions, RowsFromTheOffsetAndAnErrorPastTheTable) {
-  const Tensor table = counting({6, 2});
-  const Tensor p = learned_positions(table, 1, 2, 2);  // OPT: positions 1, 2 -> rows 3, 4
-  EXPECT_EQ(values(p), (std::vector<float>{6, 7, 8, 9}));
-  try {
-    learned_positions(table, 3, 2, 2);
-    ADD_FAILURE() << "no error past the table";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("max_position_embeddings"), std::string::npos) << e.what();
-  }
 }
 
 Tensor logits_of(const std::filesystem::path& dir) {
