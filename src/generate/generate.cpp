@@ -67,7 +67,10 @@ std::vector<GenerateResult> generate_batch(const GraphModel& model, Context& ctx
     }
   };
 
-  auto t0 = std::chrono::steady_clock::now();
+  // Prefill time is the prompt's steps alone; picking the first tokens counts as decode, as
+  // in the single-sequence loop before batches.
+  const auto start = std::chrono::steady_clock::now();
+  double prefill = 0;
   // Prefill: the next slice of every unfinished prompt, one step at a time.
   for (bool more = true; more;) {
     more = false;
@@ -95,10 +98,11 @@ std::vector<GenerateResult> generate_batch(const GraphModel& model, Context& ctx
       }
     }
     if (tokens.empty()) break;
-    take(engine.step(tokens, positions, seq, rows, caches));
+    const auto t0 = std::chrono::steady_clock::now();
+    const Tensor& logits = engine.step(tokens, positions, seq, rows, caches);
+    prefill += seconds_since(t0);
+    take(logits);
   }
-  const double prefill = seconds_since(t0);
-  t0 = std::chrono::steady_clock::now();
   // Decode: one token for every running sequence per step.
   for (;;) {
     tokens.clear(), positions.clear(), seq.clear(), rows.clear(), row_seq.clear();
@@ -113,7 +117,7 @@ std::vector<GenerateResult> generate_batch(const GraphModel& model, Context& ctx
     if (tokens.empty()) break;
     take(engine.step(tokens, positions, seq, rows, caches));
   }
-  const double decode = seconds_since(t0);
+  const double decode = seconds_since(start) - prefill;
   for (GenerateResult& r : results) r.prefill_seconds = prefill, r.decode_seconds = decode;
   return results;
 }

@@ -54,8 +54,30 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 
 // The architectures built on the engine that these tests cover, one fixture each.
 const std::vector<std::string> kFixtures = {
-    "llama_tied_gqa", "mistral_window",      "qwen2_sliding", "qwen3_untied_headdim_yarn",
-    "gemma_tied",     "granite_multipliers", "llama_dynamic", "smollm3_untied_sliding",
+    "llama_tied_gqa",
+    "mistral_window",
+    "qwen2_sliding",
+    "qwen3_untied_headdim_yarn",
+    "gemma_tied",
+    "granite_multipliers",
+    "llama_dynamic",
+    "smollm3_untied_sliding",
+    "gemma2_softcap_window",
+    "gemma3_text_untied_softcap",
+    "gpt2_tied",
+    "opt_tied_prenorm",
+    "bloom_tied_alibi6",
+    "falcon_alibi_sequential_bias",
+    "falcon_new_arch_gqa",
+    "phi3_tied_partial_longrope",
+    "gptj_untied_rotary8",
+    "olmo_untied_clip_gqa",
+    "cohere_tied_qknorm_gqa",
+    "starcoder2_tied_window_bias",
+    "stablelm_parallel_qknorm_bias",
+    "exaone4_untied_sliding_pattern",
+    "apertus_tied_bias_default_rope",
+    "gpt_neox_parallel_untied",
 };
 
 class EngineFixture : public ::testing::TestWithParam<std::string> {
