@@ -6,18 +6,32 @@
 
 namespace lathe {
 
-size_t dtype_size(DType t) {
+DTypeTraits dtype_traits(DType t) {
   switch (t) {
     case DType::F32:
-      return 4;
+      return {1, 4};
     case DType::BF16:
-      return 2;
+      return {1, 2};
     case DType::F16:
-      return 2;
+      return {1, 2};
     case DType::I32:
-      return 4;
+      return {1, 4};
   }
-  return 0;
+  return {};
+}
+
+size_t row_bytes(DType t, int64_t n) {
+  const DTypeTraits d = dtype_traits(t);
+  if (n < 0 || n % d.block_size != 0)
+    fail("internal: a row of ", n, " ", dtype_name(t), " elements is not whole blocks of ",
+         d.block_size);
+  return static_cast<size_t>(n / d.block_size) * d.block_bytes;
+}
+
+size_t dtype_size(DType t) {
+  const DTypeTraits d = dtype_traits(t);
+  if (d.block_size != 1) fail("internal: ", dtype_name(t), " has blocks, not element sizes");
+  return d.block_bytes;
 }
 
 std::string_view dtype_name(DType t) {

@@ -13,6 +13,16 @@ namespace lathe {
 // Storage types. Compute accumulates in f32 whatever the storage.
 enum class DType : uint8_t { F32, BF16, F16, I32 };
 
+// What storage a dtype takes: elements come in blocks of `block_size` (1 for the plain types;
+// block-quantized types to come pack a block's values and scales into `block_bytes`).
+struct DTypeTraits {
+  int64_t block_size = 1;
+  size_t block_bytes = 0;
+};
+DTypeTraits dtype_traits(DType t);
+// Bytes of a row of n elements (n a multiple of the block size).
+size_t row_bytes(DType t, int64_t n);
+// Bytes per element of a dtype whose blocks are single elements.
 size_t dtype_size(DType t);
 std::string_view dtype_name(DType t);  // "F32", "BF16", ... as safetensors spells them
 std::optional<DType> dtype_from_name(std::string_view name);

@@ -67,6 +67,22 @@ template uint16_t* Tensor::mut<uint16_t>();
 template int32_t* Tensor::mut<int32_t>();
 template void* Tensor::mut<void>();
 
+size_t Tensor::nbytes() const {
+  if (shape_.empty()) return row_bytes(dtype_, 1);
+  const int64_t last = shape_.back();
+  return last == 0 ? 0 : static_cast<size_t>(numel() / last) * row_bytes(dtype_, last);
+}
+
+Tensor Tensor::rows(int64_t begin, int64_t count) const {
+  if (shape_.empty() || begin < 0 || count < 0 || begin + count > shape_[0])
+    fail("internal: rows [", begin, ", ", begin + count, ") of ", shape_str(shape_));
+  Tensor t = *this;
+  t.shape_[0] = count;
+  const size_t row = shape_[0] == 0 ? 0 : nbytes() / static_cast<size_t>(shape_[0]);
+  t.data_ = static_cast<const uint8_t*>(data_) + static_cast<size_t>(begin) * row;
+  return t;
+}
+
 Tensor Tensor::reshape(Shape shape) const {
   if (shape_numel(shape) != numel())
     fail("internal: cannot reshape ", shape_str(shape_), " to ", shape_str(shape));

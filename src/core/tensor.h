@@ -1,5 +1,6 @@
-// Tensors: a dtype, a shape and a pointer to row-major data that is either owned (an aligned
-// heap block) or borrowed (a view into a memory-mapped checkpoint kept alive by its owner).
+// Tensors: a dtype, a shape and a pointer to row-major data on a device, in a buffer that is
+// either owned (an aligned heap block), shared (a view into a memory-mapped checkpoint or
+// another tensor, kept alive by its owner), or borrowed (an arena slot, see wrap()).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,9 @@ using Shape = std::vector<int64_t>;
 
 std::string shape_str(const Shape& shape);  // "[2, 3]"
 int64_t shape_numel(const Shape& shape);
+
+// Where a tensor's memory lives. Host memory only, until a device backend exists.
+enum class Device : uint8_t { Cpu };
 
 class Tensor {
  public:
@@ -34,8 +38,12 @@ class Tensor {
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t dim(int i) const { return shape_.at(i < 0 ? shape_.size() + i : i); }
   int64_t numel() const { return shape_numel(shape_); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  // Bytes of the data: rows of the last dimension, sized by the dtype's blocks.
+  size_t nbytes() const;
   bool owned() const { return writable_; }
+  Device device() const { return Device::Cpu; }
+  // What keeps the memory alive (null for borrowed memory).
+  const std::shared_ptr<const void>& buffer() const { return owner_; }
 
   template <class T>
   const T* data() const {
@@ -48,6 +56,10 @@ class Tensor {
   // Points a view made by wrap() at other memory of the same size, without allocating (step
   // inputs rebound at every execution of a planned graph).
   void rebind(void* data) { data_ = data; }
+
+  // Rows [begin, begin + count) of the first dimension: a view sharing this tensor's buffer,
+  // no copy (a row block of a mapped fused weight).
+  Tensor rows(int64_t begin, int64_t count) const;
 
   // The same data under another shape with the same element count (no copy).
   Tensor reshape(Shape shape) const;

@@ -61,6 +61,10 @@ FusedQkv split_fused_qkv(const Tensor& fused, const AttentionSpec& s, int64_t gr
     fail("internal: split_fused_qkv: ", shape_str(fused.shape()), " for ", s.heads, " heads, ",
          s.kv_heads, " kv heads of ", s.head_dim, " in ", groups, " groups");
   const int64_t q_per = s.heads / groups, kv_per = s.kv_heads / groups;
+  if (groups == 1) {  // [q | k | v]: three row blocks, views of the fused tensor
+    const int64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
+    return {fused.rows(0, q), fused.rows(q, kv), fused.rows(q + kv, kv)};
+  }
   const int64_t group_rows = (q_per + 2 * kv_per) * s.head_dim;
   // The first row of every head of each kind, group by group.
   std::vector<int64_t> q, k, v;
@@ -186,11 +190,7 @@ Tensor matrix_rows(const Tensor& m, int64_t begin, int64_t count) {
   if (m.rank() != 2 || begin < 0 || count < 0 || begin + count > m.dim(0))
     fail("internal: matrix_rows: rows [", begin, ", ", begin + count, ") of ",
          shape_str(m.shape()));
-  Tensor y = Tensor::zeros(m.dtype(), {count, m.dim(1)});
-  const size_t row = static_cast<size_t>(m.dim(1)) * dtype_size(m.dtype());
-  std::memcpy(y.mut<void>(), m.data<uint8_t>() + static_cast<size_t>(begin) * row,
-              static_cast<size_t>(count) * row);
-  return y;
+  return m.rows(begin, count);
 }
 
 float read_nullable_float(const JsonFields& f, const std::string& field, float fallback) {

@@ -52,9 +52,10 @@ AttentionWeights load_attention(Weights& w, const std::string& prefix, const Att
                                 const std::string& o_name = "o_proj");
 
 // Splits a fused query/key/value projection, a weight [rows, in] or a bias [rows], into the
-// separate q, k, v that AttentionWeights holds (copied once at load). transformers views the
-// fused rows as `groups` equal blocks, each of heads/groups query heads, then kv_heads/groups
-// key heads, then as many value heads, head_dim rows per head:
+// separate q, k, v that AttentionWeights holds (row-block views for [q | k | v], copied once at
+// load for the other groupings). transformers views the fused rows as `groups` equal blocks, each
+// of heads/groups query heads, then kv_heads/groups key heads, then as many value heads, head_dim
+// rows per head:
 //   groups 1:                  [q | k | v]      Phi3, GPT-2, GPTBigCode and Falcon multi_query
 //   groups = heads = kv_heads: per head [q k v]  GPTNeoX, Bloom, GPTBigCode and Falcon without MQA
 //   groups = kv_heads:         per kv head [q.. k v]  Falcon new_decoder_architecture
@@ -106,7 +107,7 @@ graph::Activation read_activation(const JsonFields& f, const std::string& field,
 // (StableLmLayerNormPerHead's norms.<h>.weight as one per-head weight).
 Tensor stack_rows(const std::vector<Tensor>& rows);
 
-// Rows [begin, begin + count) of a matrix, copied once at load: splits fused projections
+// Rows [begin, begin + count) of a matrix, a zero-copy view of it: splits fused projections
 // (Phi3 qkv_proj, gate_up_proj) into the separate matrices the graph uses.
 Tensor matrix_rows(const Tensor& m, int64_t begin, int64_t count);
 

@@ -47,6 +47,11 @@ TEST(FusedQkv, SplitsEachGroupingTransformersUses) {
   EXPECT_EQ(values(a.q), (std::vector<float>{0, 1, 2, 3}));
   EXPECT_EQ(values(a.k), (std::vector<float>{4, 5}));
   EXPECT_EQ(values(a.v), (std::vector<float>{6, 7}));
+  // ... as views of the fused rows, not copies.
+  EXPECT_EQ(a.q.data<float>(), fused.data<float>());
+  EXPECT_EQ(a.k.data<float>(), fused.data<float>() + 4);
+  EXPECT_EQ(a.v.data<float>(), fused.data<float>() + 6);
+  EXPECT_EQ(matrix_rows(fused, 2, 3).data<float>(), fused.data<float>() + 2);
   // groups = kv_heads (Falcon new_decoder_architecture): [q q k v | q q k v]
   FusedQkv b = split_fused_qkv(fused, s, 2);
   EXPECT_EQ(values(b.q), (std::vector<float>{0, 1, 4, 5}));
