@@ -99,4 +99,25 @@ size_t build_tiny_checkpoint(const fs::path& fixture, const fs::path& out,
   return tensors.size();
 }
 
+void scale_checkpoint_tensor(const std::filesystem::path& dir, const std::string& name,
+                             float factor) {
+  const std::filesystem::path file = dir / "model.safetensors";
+  std::vector<NamedTensor> tensors;
+  bool found = false;
+  {
+    const SafetensorsFile in = SafetensorsFile::open(file);
+    for (const auto& [n, entry] : in.entries()) {
+      Tensor t = in.tensor(n).clone();
+      if (n == name) {
+        if (t.dtype() != DType::F32) fail(file.string(), ": tensor ", name, " is not F32");
+        for (int64_t i = 0; i < t.numel(); ++i) t.mut<float>()[i] *= factor;
+        found = true;
+      }
+      tensors.push_back({n, std::move(t)});
+    }
+  }
+  if (!found) fail(file.string(), ": no tensor ", name);
+  write_safetensors(file, tensors);
+}
+
 }  // namespace lathe

@@ -26,4 +26,9 @@ struct TinyBuildOptions {
 size_t build_tiny_checkpoint(const std::filesystem::path& fixture, const std::filesystem::path& out,
                              const TinyBuildOptions& opts);
 
+// Multiplies every value of F32 tensor `name` in the single-file checkpoint `dir` by `factor`
+// (a fault the lab and the golden tests must catch). Throws when the tensor is absent.
+void scale_checkpoint_tensor(const std::filesystem::path& dir, const std::string& name,
+                             float factor);
+
 }  // namespace lathe

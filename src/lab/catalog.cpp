@@ -47,9 +47,15 @@ CatalogEntry entry_from_json(const Json& j, const std::string& origin, const fs:
   if (!(e.timeout_seconds >= 0 && e.timeout_seconds < 1e7))
     fail(origin, ": field \"timeout_seconds\" is out of range");
   e.inject = f.get_or<std::string>("inject", "");
-  if (!e.inject.empty() && e.inject != "hang" && e.inject != "crash" && e.inject != "oom")
-    fail(origin, ": field \"inject\" must be \"hang\", \"crash\" or \"oom\", got \"", e.inject,
-         "\"");
+  const bool perturb = e.inject.rfind("perturb:", 0) == 0 && e.inject.size() > 8;
+  if (!e.inject.empty() && e.inject != "hang" && e.inject != "crash" && e.inject != "oom" &&
+      !perturb)
+    fail(origin,
+         ": field \"inject\" must be \"hang\", \"crash\", \"oom\" or \"perturb:TENSOR\", got \"",
+         e.inject, "\"");
+  // A perturbed weight is written into the checkpoint the lab builds, never into a user's.
+  if (perturb && e.fixture.empty())
+    fail(origin, ": field \"inject\" \"perturb:...\" needs a \"fixture\" entry");
   return e;
 }
 

@@ -22,7 +22,7 @@ std::vector<int32_t> id_list(const JsonFields& f, const std::string& key) {
 
 GoldenCheck check_golden_fixture(const fs::path& fixture, const fs::path& work_dir,
                                  const TinyBuildOptions& build, std::optional<DType> dtype,
-                                 Context& ctx) {
+                                 Context& ctx, const std::function<void(const fs::path&)>& edit) {
   const Json golden = read_json_file(fixture / "goldens.json");
   JsonFields g(golden, (fixture / "goldens.json").string());
   if (g.get<int64_t>("format") != kGoldenFormat)
@@ -36,6 +36,7 @@ GoldenCheck check_golden_fixture(const fs::path& fixture, const fs::path& work_d
                   made.get<std::string>("torch"));
 
   build_tiny_checkpoint(fixture, work_dir, build);
+  if (edit) edit(work_dir);
   const Checkpoint ckpt = Checkpoint::open(work_dir);
   auto model = load_model(ckpt, {.dtype = dtype});
   const SafetensorsFile ref = SafetensorsFile::open(fixture / "goldens.safetensors");

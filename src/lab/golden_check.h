@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,9 +31,11 @@ inline constexpr double kGoldenF32Nmse = 1e-6;
 inline constexpr double kGoldenBf16Nmse = 5e-4;
 
 // Builds the fixture's checkpoint in `work_dir` with `build` options, runs it and compares.
-GoldenCheck check_golden_fixture(const std::filesystem::path& fixture,
-                                 const std::filesystem::path& work_dir,
-                                 const TinyBuildOptions& build, std::optional<DType> dtype,
-                                 Context& ctx);
+// `edit`, when given, is called with work_dir once the checkpoint is written (tests inject
+// faults there: a perturbed weight must be caught).
+GoldenCheck check_golden_fixture(
+    const std::filesystem::path& fixture, const std::filesystem::path& work_dir,
+    const TinyBuildOptions& build, std::optional<DType> dtype, Context& ctx,
+    const std::function<void(const std::filesystem::path&)>& edit = {});
 
 }  // namespace lathe

@@ -75,8 +75,20 @@ class Stages {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
+// "perturb:TENSOR": the fixture's checkpoint with TENSOR scaled by 1.01, a numerical fault the
+// comparison must catch and place (catalog field "inject").
+std::string perturbed_tensor(const CatalogEntry& e) {
+  return e.inject.rfind("perturb:", 0) == 0 ? e.inject.substr(8) : "";
+}
+
 fs::path checkpoint_dir(const CatalogEntry& e, const ProtocolOptions& o) {
-  if (!e.fixture.empty()) return o.work_dir / e.fixture.filename();
+  if (!e.fixture.empty()) {
+    const std::string tensor = perturbed_tensor(e);
+    if (tensor.empty()) return o.work_dir / e.fixture.filename();
+    // A folder of its own, named by a hash of the tensor name (any characters are safe).
+    return o.work_dir /
+           cat(e.fixture.filename().string(), ".perturbed-", std::hash<std::string>{}(tensor));
+  }
   return e.path;
 }
 
@@ -86,6 +98,8 @@ void fetch_tiny(const CatalogEntry& e, const fs::path& dir) {
   const fs::path tmp = fs::path(dir).concat(cat(".tmp", ::getpid()));
   fs::remove_all(tmp);
   build_tiny_checkpoint(e.fixture, tmp, {});
+  if (const std::string tensor = perturbed_tensor(e); !tensor.empty())
+    scale_checkpoint_tensor(tmp, tensor, 1.01f);
   std::ofstream(tmp / ".lathe-built") << e.fixture.string() << "\n";
   std::error_code ec;
   fs::remove_all(dir, ec);
@@ -250,7 +264,7 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
     if (row.memory_limit_bytes > 0 && weight_bytes > static_cast<uint64_t>(row.memory_limit_bytes))
       fail("the weights (", weight_bytes >> 20, " MiB) exceed the memory limit of ",
            row.memory_limit_bytes >> 20, " MiB");
-    if (!e.inject.empty()) inject_fault(e.inject);
+    if (!e.inject.empty() && perturbed_tensor(e).empty()) inject_fault(e.inject);
 
     stages.enter("load");
     const Checkpoint ckpt = Checkpoint::open(dir);

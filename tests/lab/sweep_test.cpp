@@ -183,6 +183,35 @@ TEST(LabSweep, BrokenEntriesGetTheRightStatusAndStage) {
   EXPECT_TRUE(fs::exists(dir / "out" / "dataset" / "lathe-0.1.0_transformers-none.parquet"));
 }
 
+// A 1% change to one weight fails the row, and the first diverging node names the part of the
+// layer it sits in (each layer's attention and MLP outputs are compared with transformers').
+TEST(LabSweep, PerturbedWeightFailsAtTheNodeItReaches) {
+  ScratchDir dir("perturbed");
+  write_catalog_file(
+      dir / "catalog.json",
+      {tiny("llama_tied_gqa"),
+       tiny("llama_tied_gqa",
+            R"(, "id": "x/mlp", "inject": "perturb:model.layers.1.mlp.down_proj.weight")"),
+       tiny("llama_tied_gqa",
+            R"(, "id": "x/attn", "inject": "perturb:model.layers.0.self_attn.o_proj.weight")")});
+  const auto r = run_lathe("lab run --quiet --catalog " + (dir / "catalog.json").string() +
+                           " --out " + (dir / "out").string() +
+                           " --reference-python none --reference-cache " + (dir / "ref").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto rows = read_rows(dir / "out");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(find_row(rows, "lathe-tiny/llama_tied_gqa").status, "pass");
+  EXPECT_FALSE(find_row(rows, "lathe-tiny/llama_tied_gqa").first_diverging_layer);
+  for (const auto& [id, node] :
+       {std::pair{"x/mlp", "layer.1.mlp_out"}, {"x/attn", "layer.0.attn_out"}}) {
+    const LabRow& row = find_row(rows, id);
+    EXPECT_EQ(row.status, "fail") << id << ": " << row.judge_verdict;
+    EXPECT_EQ(row.error_type, "numerics") << id;
+    ASSERT_TRUE(row.first_diverging_layer) << id;
+    EXPECT_EQ(*row.first_diverging_layer, node) << id;
+  }
+}
+
 TEST(LabSweep, KilledSweepResumesWithEveryRowExactlyOnce) {
   ScratchDir dir("resume");
   std::vector<std::string> models = {

@@ -78,6 +78,42 @@ TEST_P(Golden, F16CheckpointComputesInF32) {
   EXPECT_LE(r.logits.nmse, 1e-4) << r.name;
 }
 
+// The golden comparison reaches inside layers: each layer's attention and MLP outputs are
+// compared with transformers' module outputs (tools/reference/module_outputs.py), so a fault
+// in one part of a layer is named by the first node it reaches.
+struct Fault {
+  std::string tensor;  // scaled by 1.01 in the checkpoint
+  std::string first_diverging;
+};
+
+class FaultIsLocated : public ::testing::TestWithParam<Fault> {};
+
+TEST_P(FaultIsLocated, FirstDivergingNodeNamesIt) {
+  const Fault& f = GetParam();
+  testing::ScratchDir dir("fault");
+  ThreadPool pool(2);
+  Context ctx{&pool, false, false};
+  auto perturb = [&](const fs::path& ckpt) { scale_checkpoint_tensor(ckpt, f.tensor, 1.01f); };
+  const GoldenCheck r = check_golden_fixture(testing::fixture_dir("llama_tied_gqa"), dir.path(), {},
+                                             DType::F32, ctx, perturb);
+  ASSERT_TRUE(r.layers.first_diverging) << "a 1% weight change went unseen";
+  EXPECT_EQ(*r.layers.first_diverging, f.first_diverging);
+  EXPECT_GT(r.logits.nmse, kGoldenF32Nmse);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Llama, FaultIsLocated,
+    ::testing::Values(Fault{"model.layers.1.mlp.down_proj.weight", "layer.1.mlp_out"},
+                      Fault{"model.layers.0.self_attn.o_proj.weight", "layer.0.attn_out"},
+                      Fault{"model.layers.1.self_attn.v_proj.weight", "layer.1.attn_out"},
+                      Fault{"model.layers.0.post_attention_layernorm.weight", "layer.0.mlp_out"}),
+    [](const auto& info) {
+      std::string n = info.param.first_diverging;
+      for (char& c : n)
+        if (c == '.') c = '_';
+      return n + "_" + std::to_string(info.index);
+    });
+
 INSTANTIATE_TEST_SUITE_P(Tiny, Golden, ::testing::ValuesIn(fixture_names()),
                          [](const auto& info) { return info.param; });
 

@@ -6,7 +6,9 @@ teacher-forced logits and hidden states of prompt + generated tokens, and writes
 golden format lathe reads (the format tools/reference/make_tiny.py writes for fixtures):
 
   OUT/reference.json         versions, prompt ids, greedy tokens and margins, ids, layer names
-  OUT/reference.safetensors  logits [T, vocab] and hidden_states [layers + 1, T, hidden]
+  OUT/reference.safetensors  logits [T, vocab] and hidden_states [states, T, hidden]: embed,
+                             each layer's attention and MLP module outputs and its output,
+                             final_norm (module_outputs.py)
 
 Usage: bridge.py MODEL_DIR --prompt-ids '[1, 2, 3]' [--max-new-tokens 32] --out OUT
 Needs torch and transformers; the lab runs it when they are installed and caches its output.
@@ -31,6 +33,9 @@ def main() -> int:
 
     import numpy as np
     import torch
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+    import module_outputs
     import transformers
     from safetensors.numpy import save_file
 
@@ -54,9 +59,18 @@ def main() -> int:
         tokens = gen.sequences[0, len(prompt):].tolist()
         margins = [float(v[0] - v[1]) for v in (torch.topk(s[0].float(), 2).values for s in gen.scores)]
         ids = prompt + tokens
-        res = model(torch.tensor([ids]), output_hidden_states=True)
+        with module_outputs.record(model) as inside:
+            res = model(torch.tensor([ids]), output_hidden_states=True)
         logits = res.logits[0].float().numpy()
-        hidden = torch.stack([h[0] for h in res.hidden_states]).float().numpy()
+        states = [h[0] for h in res.hidden_states]
+        # A last hidden state narrower than the rest (OPT's project_out) is left out.
+        narrow_last = states[-1].shape != states[0].shape
+        if narrow_last:
+            states = states[:-1]
+        names = (["embed"] + [f"layer.{i}.out" for i in range(len(states) - 1)] if narrow_last
+                 else ["embed"] + [f"layer.{i}.out" for i in range(len(states) - 2)] + ["final_norm"])
+        names, states = module_outputs.ordered_states(names, states, inside)
+        hidden = torch.stack(states).float().numpy()
 
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -75,8 +89,7 @@ def main() -> int:
         "prompt_ids": prompt,
         "greedy_tokens": tokens,
         "greedy_margins": margins,
-        "hidden_state_names": ["embed"] + [f"layer.{i}.out" for i in range(hidden.shape[0] - 2)]
-                              + ["final_norm"],
+        "hidden_state_names": names,
         "script": script,
     }
     (out / "reference.json").write_text(json.dumps(reference, indent=1) + "\n")

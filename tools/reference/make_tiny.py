@@ -5,7 +5,9 @@ For each config it writes tests/fixtures/tiny/<name>/:
   config.json, generation_config.json  as given in the spec (the published formats)
   weights.json         the tensor list with (center, scale) per tensor and the seed, from
                        which lathe regenerates the weights bit for bit (weightgen.py)
-  goldens.safetensors  teacher-forced logits [T, vocab] and hidden states [layers+1, T, hidden]
+  goldens.safetensors  teacher-forced logits [T, vocab] and hidden states [states, T, hidden]:
+                       embed, each layer's attention and MLP module outputs and its output,
+                       final_norm (names in goldens.json; module_outputs.py)
   goldens.json         ids, 32 greedy tokens with their top-1/top-2 margins, per-layer
                        summaries, and the transformers / torch versions that made them
 
@@ -23,6 +25,7 @@ import transformers
 from safetensors.numpy import save_file
 from transformers.pytorch_utils import Conv1D
 
+import module_outputs
 import weightgen
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -102,7 +105,8 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     prompt = counter_ids(seed + 2, spec.get("prompt_length", 8), vocab, eos)
 
     with torch.no_grad():
-        res = model(torch.tensor([tf_ids]), output_hidden_states=True)
+        with module_outputs.record(model) as inside:
+            res = model(torch.tensor([tf_ids]), output_hidden_states=True)
         logits = res.logits[0].float().numpy()
         states = [h[0] for h in res.hidden_states]
         # OPT with project_out: the last hidden state (after project_out) is narrower than
@@ -110,6 +114,11 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         narrow_last = states[-1].shape != states[0].shape
         if narrow_last:
             states = states[:-1]
+        state_names = (["embed"] + [f"layer.{i}.out" for i in range(len(states) - 1)]
+                       if narrow_last else
+                       ["embed"] + [f"layer.{i}.out" for i in range(len(states) - 2)] + ["final_norm"])
+        # Each layer's attention and MLP module outputs, before the layer's own output.
+        state_names, states = module_outputs.ordered_states(state_names, states, inside)
         hidden = torch.stack(states).float().numpy()
         # A fresh model for generation, so no state (dynamic rope caches) carries over.
         gen_model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
@@ -142,10 +151,7 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         "prompt_ids": prompt,
         "greedy_tokens": new_tokens,
         "greedy_margins": margins,
-        "hidden_state_names": (["embed"] + [f"layer.{i}.out" for i in range(hidden.shape[0] - 1)]
-                               if narrow_last else
-                               ["embed"] + [f"layer.{i}.out" for i in range(hidden.shape[0] - 2)]
-                               + ["final_norm"]),
+        "hidden_state_names": state_names,
         "hidden_state_summaries": summaries,
     }
     (out / "goldens.json").write_text(json.dumps(golden, indent=1) + "\n")

@@ -1,0 +1,84 @@
+"""Outputs of transformers submodules inside each decoder layer, under lathe's node names.
+
+transformers' output_hidden_states gives one tensor per layer; lathe names nodes inside
+layers too. Forward hooks on each decoder layer's attention and MLP modules record their
+outputs as `layer.N.attn_out` (the attention module's output: after o_proj / dense / c_proj)
+and `layer.N.mlp_out` (the MLP module's output), so a comparison can say which part of a layer
+first diverges. `ordered_states` interleaves them with the hidden states in execution order:
+
+  embed, layer.0.attn_out, layer.0.mlp_out, layer.0.out, layer.1.attn_out, ..., final_norm
+
+Architectures whose submodules compute something other than lathe's node of that name are
+listed in SKIP: Bloom's attention and MLP modules add the residual themselves.
+"""
+import contextlib
+
+ATTENTION = ("self_attn", "attn", "attention", "self_attention")
+MLP = ("mlp",)
+SKIP = {"BloomForCausalLM"}
+
+
+def decoder_layers(model):
+    """The ModuleList holding the decoder layers (num_hidden_layers of them)."""
+    import torch
+
+    n = model.config.num_hidden_layers
+    for _, module in model.named_modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) == n:
+            return module
+    return []
+
+
+@contextlib.contextmanager
+def record(model):
+    """Within the block, forward passes append (name, [T, hidden] tensor) to the yielded list."""
+    outputs = []
+    handles = []
+    arch = (model.config.architectures or [type(model).__name__])[0]
+    if arch not in SKIP:
+        for i, layer in enumerate(decoder_layers(model)):
+            for names, tag in ((ATTENTION, "attn_out"), (MLP, "mlp_out")):
+                child = next((getattr(layer, n) for n in names if hasattr(layer, n)), None)
+                if child is None:
+                    continue
+
+                def hook(_module, _inputs, out, name=f"layer.{i}.{tag}"):
+                    t = out[0] if isinstance(out, tuple) else out
+                    outputs.append((name, t[0].detach().float().clone()))
+
+                handles.append(child.register_forward_hook(hook))
+    try:
+        yield outputs
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def ordered_states(state_names, states, module_outputs):
+    """Hidden states (names and [T, hidden] tensors) with the module outputs of layer N placed
+    before `layer.N.out` (the last layer's before `final_norm`); module outputs of another
+    width than the hidden states are left out, and so are those of a last layer whose output
+    is not among the states (OPT with project_out)."""
+    width = states[0].shape if states else None
+    by_layer = {}
+    for name, t in module_outputs:
+        if t.shape == width:
+            by_layer.setdefault(name.split(".")[1], []).append((name, t))
+    names, tensors = [], []
+
+    def flush(layer):
+        for n, m in by_layer.pop(layer, []):
+            names.append(n)
+            tensors.append(m)
+
+    for name, t in zip(state_names, states):
+        if name.startswith("layer.") and name.endswith(".out"):
+            flush(name.split(".")[1])
+        elif name == "final_norm":
+            # transformers replaces the last layer's output with the final norm's: that
+            # layer's module outputs come just before it.
+            for layer in sorted(by_layer, key=int):
+                flush(layer)
+        names.append(name)
+        tensors.append(t)
+    return names, tensors
