@@ -1,9 +1,11 @@
-// lathe inspect MODEL_DIR [--json]: what a checkpoint holds and whether lathe runs it.
+// lathe inspect MODEL_DIR [--json] [--graph N]: what a checkpoint holds and whether lathe runs it.
+#include <cstdio>
 #include <iostream>
 #include <map>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "models/engine.h"
 #include "models/features.h"
 #include "models/registry.h"
 
@@ -13,7 +15,11 @@ int cmd_inspect(int argc, char** argv) {
   Args args("inspect",
             "Describes a checkpoint folder: architecture, parameters, dtypes, memory, and whether "
             "lathe supports it (loading it fully to check).",
-            {"MODEL_DIR"}, {{"json", "", "print one JSON object"}});
+            {"MODEL_DIR"},
+            {{"json", "", "print one JSON object"},
+             {"graph", "N",
+              "also show the step graph for a prompt of N tokens: its nodes, its hash "
+              "(stable across runs and machines) and its planned arena"}});
   args.parse(argc, argv, 2);
   if (args.help()) {
     std::cout << args.usage();
@@ -48,6 +54,23 @@ int cmd_inspect(int argc, char** argv) {
     out["compute_dtype"] = std::string(dtype_name(info.weight_dtype));
     out["kv_cache_bytes_per_token"] = kv_per_token;
     out["cores"] = 1;  // sharding across cores comes with the dist module
+    if (args.has("graph")) {
+      const int64_t n = args.get_int("graph", 1, 1, int64_t{1} << 20);
+      const auto* gm = dynamic_cast<const GraphModel*>(model.get());
+      if (!gm) fail(info.architecture, " builds no step graph");
+      ThreadPool pool(1);
+      Context ctx{&pool, false, false};
+      graph::Plan plan(Engine(*gm, ctx).build_graph(n, 1), cpu_backend(false), 1, n);
+      char hash[17];
+      std::snprintf(hash, sizeof hash, "%016llx",
+                    static_cast<unsigned long long>(plan.graph().hash()));
+      out["graph"] = {{"tokens", n},
+                      {"hash", hash},
+                      {"nodes", plan.graph().nodes.size()},
+                      {"arena_bytes", plan.arena_bytes()},
+                      {"unplanned_bytes", plan.unplanned_bytes()}};
+      if (!args.flag("json")) std::cout << plan.graph().dump();
+    }
   } catch (const Error& e) {
     out["supported"] = false;
     out["reason"] = e.what();
@@ -70,6 +93,12 @@ int cmd_inspect(int argc, char** argv) {
       std::cout << "supported:    yes (" << out["layers"] << " layers, compute in "
                 << out["compute_dtype"].get<std::string>() << ", KV cache "
                 << out["kv_cache_bytes_per_token"] << " bytes per token)\n";
+      if (out.contains("graph"))
+        std::cout << "graph:        " << out["graph"]["nodes"] << " nodes for "
+                  << out["graph"]["tokens"] << " tokens, hash "
+                  << out["graph"]["hash"].get<std::string>() << ", arena "
+                  << out["graph"]["arena_bytes"] << " bytes (unplanned "
+                  << out["graph"]["unplanned_bytes"] << ")\n";
     } else {
       std::cout << "supported:    no: " << out["reason"].get<std::string>() << "\n";
       for (const auto& f : out["missing_features"])

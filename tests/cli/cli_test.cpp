@@ -94,6 +94,28 @@ TEST_F(CliModel, GenerateBatchMatchesSeparateRuns) {
       run_lathe("generate " + dir.path().string() + " --batch x --prompt-ids '[1]'").exit_code, 2);
 }
 
+// The graph hash is stable across processes and tells step shapes apart.
+TEST_F(CliModel, InspectGraphHashIsStableAcrossRuns) {
+  auto hash = [&](int tokens) {
+    const auto r =
+        run_lathe("inspect " + dir.path().string() + " --json --graph " + std::to_string(tokens));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    const Json j = Json::parse(r.out);
+    EXPECT_GT(j["graph"]["nodes"].get<int>(), 10);
+    EXPECT_LT(j["graph"]["arena_bytes"].get<int64_t>(),
+              j["graph"]["unplanned_bytes"].get<int64_t>());
+    return j["graph"]["hash"].get<std::string>();
+  };
+  const std::string five = hash(5);
+  EXPECT_EQ(five.size(), 16u);
+  EXPECT_EQ(five, hash(5));
+  EXPECT_NE(five, hash(6));
+  const auto dump = run_lathe("inspect " + dir.path().string() + " --graph 3");
+  ASSERT_EQ(dump.exit_code, 0) << dump.out;
+  EXPECT_NE(dump.out.find("layer.0.attn_out"), std::string::npos) << dump.out;
+  EXPECT_NE(dump.out.find("= attention("), std::string::npos) << dump.out;
+}
+
 TEST_F(CliModel, GenerateJsonMatchesGoldenTokens) {
   const Json golden =
       Json::parse(testing::read_file(testing::fixture_dir("qwen3_tied") + "/goldens.json"));
