@@ -130,7 +130,7 @@ std::unique_ptr<Model> load_apertus(const Checkpoint& ckpt, const ModelOptions& 
   if (!c.xielu) c.base.mlp_act = read_activation(f, "hidden_act", "xielu", c.base.architecture);
   AttentionSpec& a = c.base.attention;
   a.qkv_bias = a.o_bias = f.get_or<bool>("attention_bias", false);
-  a.qk_norm = QkNorm::PerHead;
+  a.qk_norm = QkNorm::RmsPerHead;
   // ApertusConfig: with neither rope_parameters nor rope_scaling, llama3 scaling at theta 12e6.
   if (!f.has("rope_parameters") && !f.has("rope_scaling")) {
     Json cfg = f.json();

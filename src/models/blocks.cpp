@@ -28,18 +28,18 @@ Value self_attention(Builder& g, Value x, const AttentionWeights& w, const Atten
     v = g.clamp(v, s.clip_qkv);
   }
   auto norm = [&](Value t, const Tensor& weight, const Tensor& bias) {
-    return s.qk_layer_norm ? layer_norm(g, t, {weight, bias}, s.norm_eps)
-                           : rms_norm(g, t, weight, s.norm_eps, s.norm_offset);
+    return s.qk_norm == QkNorm::LayerPerHead ? layer_norm(g, t, {weight, bias}, s.norm_eps)
+                                             : rms_norm(g, t, weight, s.norm_eps, s.norm_offset);
   };
   // Olmo2Attention normalises the flat projections; Qwen3/Gemma3 each head after reshaping.
-  if (s.qk_norm == QkNorm::AcrossHeads) {
+  if (s.qk_norm == QkNorm::RmsAcrossHeads) {
     q = norm(q, w.q_norm, w.q_norm_bias);
     k = norm(k, w.k_norm, w.k_norm_bias);
   }
   q = g.reshape(q, {n, s.heads, s.head_dim});
   k = g.reshape(k, {n, s.kv_heads, s.head_dim});
   v = g.reshape(v, {n, s.kv_heads, s.head_dim});
-  if (s.qk_norm == QkNorm::PerHead) {
+  if (s.qk_norm == QkNorm::RmsPerHead || s.qk_norm == QkNorm::LayerPerHead) {
     q = norm(q, w.q_norm, w.q_norm_bias);
     k = norm(k, w.k_norm, w.k_norm_bias);
   }

@@ -22,15 +22,15 @@ AttentionWeights load_attention(Weights& w, const std::string& prefix, const Att
     a.v_bias = w.vector(prefix + "v_proj.bias", {kv_out});
   }
   if (s.o_bias) a.o_bias = w.vector(prefix + o_name + ".bias", {s.hidden});
-  if (s.qk_layer_norm) return a;  // the model file loads LayerNorm q/k norms
   switch (s.qk_norm) {
     case QkNorm::None:
+    case QkNorm::LayerPerHead:  // the model file loads LayerNorm q/k norms
       break;
-    case QkNorm::PerHead:
+    case QkNorm::RmsPerHead:
       a.q_norm = w.vector(prefix + "q_norm.weight", {s.head_dim});
       a.k_norm = w.vector(prefix + "k_norm.weight", {s.head_dim});
       break;
-    case QkNorm::AcrossHeads:
+    case QkNorm::RmsAcrossHeads:
       a.q_norm = w.vector(prefix + "q_norm.weight", {q_out});
       a.k_norm = w.vector(prefix + "k_norm.weight", {kv_out});
       break;

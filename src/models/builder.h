@@ -14,11 +14,14 @@
 
 namespace lathe {
 
-// Where q and k are RMS-normed before rotary, if at all.
+// Which norm q and k get before rotary, and over what, if any.
 enum class QkNorm {
   None,
-  PerHead,      // Qwen3, Gemma3: q_norm / k_norm over head_dim of each head
-  AcrossHeads,  // Olmo2: q_norm / k_norm over the whole projection (heads * head_dim)
+  RmsPerHead,      // Qwen3, Gemma3: RMS q_norm / k_norm over head_dim of each head
+  RmsAcrossHeads,  // Olmo2: RMS q_norm / k_norm over the whole projection (heads * head_dim)
+  // Phi, StableLm, Cohere: LayerNorms over each head, whose weights the model file loads
+  // (names and shapes differ): [head_dim] for all heads, or [heads, head_dim].
+  LayerPerHead,
 };
 
 struct AttentionSpec {
@@ -33,9 +36,6 @@ struct AttentionSpec {
   float softcap = 0;      // Gemma2 attn_logit_softcapping (0: none)
   bool rope = true;       // SmolLM3 no_rope_layers: false skips rotary on this layer
   graph::RopeLayout rope_layout = graph::RopeLayout::HalfSplit;  // Ernie4_5: Interleaved
-  // q/k norms are LayerNorms (Phi, StableLm, Cohere), not RMSNorms; their weights are loaded
-  // by the model file (names and shapes differ), per head: [head_dim] or [heads, head_dim].
-  bool qk_layer_norm = false;
   float clip_qkv = 0;  // Olmo clip_qkv: q, k and v clamped to [-clip, clip] (0: none)
 };
 

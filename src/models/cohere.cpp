@@ -34,7 +34,8 @@ class CohereModel : public Decoder {
       Layer l;
       l.norm = load_layer_norm(w, p + "input_layernorm.", h, true, false);
       l.attn = load_attention(w, p + "self_attn.", s);
-      if (s.qk_layer_norm) {  // CohereLayerNorm((heads, head_dim)): a weight per head
+      if (s.qk_norm ==
+          QkNorm::LayerPerHead) {  // CohereLayerNorm((heads, head_dim)): a weight per head
         l.attn.q_norm = w.vector(p + "self_attn.q_norm.weight", {s.heads, s.head_dim});
         l.attn.k_norm = w.vector(p + "self_attn.k_norm.weight", {s.kv_heads, s.head_dim});
       }
@@ -105,9 +106,8 @@ std::unique_ptr<Model> load_cohere(const Checkpoint& ckpt, const ModelOptions& o
   AttentionSpec& a = c.base.attention;
   a.qkv_bias = a.o_bias = f.get_or<bool>("attention_bias", false);
   a.rope_layout = graph::RopeLayout::Interleaved;  // Cohere's rotate_half pairs neighbours
-  a.qk_layer_norm = f.get_or<bool>("use_qk_norm", false);
-  if (a.qk_layer_norm) {
-    a.qk_norm = QkNorm::PerHead;
+  if (f.get_or<bool>("use_qk_norm", false)) {
+    a.qk_norm = QkNorm::LayerPerHead;
     a.norm_eps = c.layer_norm_eps;
   }
   // CohereRotaryEmbedding's default kind rotates the whole head whatever

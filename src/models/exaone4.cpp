@@ -93,7 +93,7 @@ std::unique_ptr<Model> load_exaone4(const Checkpoint& ckpt, const ModelOptions& 
                                                         .rms_norm_eps = 1e-5});
   JsonFields f(ckpt.config(), ckpt.config_path());
   c.mlp_act = read_activation(f, "hidden_act", "silu", c.architecture);
-  c.attention.qk_norm = QkNorm::PerHead;
+  c.attention.qk_norm = QkNorm::RmsPerHead;
   // sliding_window defaults to 4096; null turns windows off and puts rotary on every layer.
   const bool windowed = !f.json().contains("sliding_window") || f.has("sliding_window");
   const int64_t window = f.get_or<int64_t>("sliding_window", 4096);

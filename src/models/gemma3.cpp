@@ -64,7 +64,7 @@ std::unique_ptr<Model> load_gemma3(const Checkpoint& ckpt, const ModelOptions& o
   // Gemma3TextConfig keeps attn_logit_softcapping, but Gemma3Attention never passes it to the
   // attention function: transformers computes without it, and so does lathe.
   c.attention.softcap = 0;
-  c.attention.qk_norm = QkNorm::PerHead;
+  c.attention.qk_norm = QkNorm::RmsPerHead;
   c.attention.norm_offset = 1.0f;  // Gemma3RMSNorm
   c.ropes = read_gemma3_ropes(f, c.attention.head_dim, c.max_position_embeddings);
   c.layer_rope.clear();

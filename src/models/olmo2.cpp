@@ -83,7 +83,7 @@ std::unique_ptr<Model> load_olmo2(const Checkpoint& ckpt, const ModelOptions& op
                                                         .rms_norm_eps = 1e-5});
   JsonFields f(ckpt.config(), ckpt.config_path());
   c.attention.qkv_bias = c.attention.o_bias = f.get_or<bool>("attention_bias", false);
-  c.attention.qk_norm = QkNorm::AcrossHeads;
+  c.attention.qk_norm = QkNorm::RmsAcrossHeads;
   c.mlp_bias = false;  // Olmo2MLP has no biases whatever the config says
   return std::make_unique<Olmo2Model>(ckpt, std::move(c), opts);
 }

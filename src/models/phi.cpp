@@ -35,7 +35,7 @@ class PhiModel : public Decoder {
       Layer l;
       l.norm = load_layer_norm(w, p + "input_layernorm.", h);
       l.attn = load_attention(w, p + "self_attn.", s, "dense");
-      if (s.qk_layer_norm) {  // nn.LayerNorm(head_dim), one for all heads
+      if (s.qk_norm == QkNorm::LayerPerHead) {  // nn.LayerNorm(head_dim), one for all heads
         const NormWeights q = load_layer_norm(w, p + "self_attn.q_layernorm.", s.head_dim);
         const NormWeights k = load_layer_norm(w, p + "self_attn.k_layernorm.", s.head_dim);
         l.attn.q_norm = q.weight;
@@ -125,9 +125,8 @@ std::unique_ptr<Model> load_phi(const Checkpoint& ckpt, const ModelOptions& opts
   // q/k LayerNorms are sized hidden_size // num_attention_heads.
   a.head_dim = f.get_or<int64_t>("head_dim", c.hidden_size / a.heads);
   a.qkv_bias = a.o_bias = true;
-  a.qk_layer_norm = f.get_or<bool>("qk_layernorm", false);
-  if (a.qk_layer_norm) {
-    a.qk_norm = QkNorm::PerHead;
+  if (f.get_or<bool>("qk_layernorm", false)) {
+    a.qk_norm = QkNorm::LayerPerHead;
     a.norm_eps = c.layer_norm_eps;
   }
   c.rope = read_rope_config(f, a.head_dim, c.max_position_embeddings, 10000.0, 0.5);

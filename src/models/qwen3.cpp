@@ -18,7 +18,7 @@ std::unique_ptr<Model> load_qwen3(const Checkpoint& ckpt, const ModelOptions& op
                                                         .tie_word_embeddings = false});
   JsonFields f(ckpt.config(), ckpt.config_path());
   c.attention.qkv_bias = c.attention.o_bias = f.get_or<bool>("attention_bias", false);
-  c.attention.qk_norm = QkNorm::PerHead;
+  c.attention.qk_norm = QkNorm::RmsPerHead;
   c.layer_windows = read_qwen_layer_windows(f, c.num_layers);
   return build_llama_family(ckpt, c, opts);
 }

@@ -40,7 +40,7 @@ class StableLmModel : public Decoder {
       if (!cfg_.use_parallel_residual)
         l.mlp_norm = load_layer_norm(w, p + "post_attention_layernorm.", h);
       l.attn = load_attention(w, p + "self_attn.", s);
-      if (s.qk_layer_norm) {
+      if (s.qk_norm == QkNorm::LayerPerHead) {
         l.attn.q_norm = per_head_norm(w, p + "self_attn.q_layernorm.", s.heads, s.head_dim);
         l.attn.k_norm = per_head_norm(w, p + "self_attn.k_layernorm.", s.kv_heads, s.head_dim);
       }
@@ -132,9 +132,8 @@ std::unique_ptr<Model> load_stablelm(const Checkpoint& ckpt, const ModelOptions&
          " and num_key_value_heads ", a.kv_heads, " do not divide evenly");
   a.head_dim = c.hidden_size / a.heads;  // StableLmAttention ignores any head_dim field
   a.qkv_bias = f.get_or<bool>("use_qkv_bias", false);
-  a.qk_layer_norm = f.get_or<bool>("qk_layernorm", false);
-  if (a.qk_layer_norm) {
-    a.qk_norm = QkNorm::PerHead;
+  if (f.get_or<bool>("qk_layernorm", false)) {
+    a.qk_norm = QkNorm::LayerPerHead;
     a.norm_eps = c.layer_norm_eps;
   }
   c.rope = read_rope_config(f, a.head_dim, c.max_position_embeddings, 10000.0, 0.25);
