@@ -53,7 +53,8 @@ class ApertusModel : public Decoder {
       l.attn_norm = w.vector(p + "attention_layernorm.weight", {h});
       l.attn = load_attention(w, p + "self_attn.", b.attention);
       l.mlp_norm = w.vector(p + "feedforward_layernorm.weight", {h});
-      l.mlp = load_gated_mlp(w, p + "mlp.", h, b.intermediate_size, false, false);
+      l.mlp =
+          load_gated_mlp(w, p + "mlp.", h, b.intermediate_size, {.bias = false, .gated = false});
       if (cfg_.xielu) l.act = load_xielu(w, p + "mlp.act_fn.");
       layers_.push_back(std::move(l));
     }

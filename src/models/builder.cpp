@@ -123,8 +123,8 @@ Tensor alibi_slopes_tensor(int64_t heads) {
   return t;
 }
 
-NormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim, bool weight,
-                            bool bias) {
+NormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim, NormParams params) {
+  const bool weight = params.weight, bias = params.bias;
   NormWeights n;
   if (weight) n.weight = w.vector(prefix + "weight", {dim});
   if (bias) n.bias = w.vector(prefix + "bias", {dim});
@@ -132,7 +132,8 @@ NormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim, 
 }
 
 GatedMlpWeights load_gated_mlp(Weights& w, const std::string& prefix, int64_t hidden,
-                               int64_t intermediate, bool bias, bool gated) {
+                               int64_t intermediate, MlpParams params) {
+  const bool bias = params.bias, gated = params.gated;
   GatedMlpWeights m;
   if (gated) m.gate = w.matrix(prefix + "gate_proj.weight", {intermediate, hidden});
   m.up = w.matrix(prefix + "up_proj.weight", {intermediate, hidden});

@@ -81,16 +81,24 @@ Tensor alibi_slopes_tensor(int64_t heads);
 struct NormWeights {
   Tensor weight, bias;
 };
-NormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim, bool weight = true,
-                            bool bias = true);
+// Which LayerNorm parameters a checkpoint stores (CohereLayerNorm: no bias; OPT without
+// layer_norm_elementwise_affine: neither).
+struct NormParams {
+  bool weight = true, bias = true;
+};
+NormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim,
+                            NormParams params = {});
 
 struct GatedMlpWeights {
   Tensor gate, up, down;
   Tensor gate_bias, up_bias, down_bias;
 };
-// gated = false loads only up_proj and down_proj (an ungated MLP, as ArceeMLP).
+struct MlpParams {
+  bool bias = false;  // gate/up/down biases (Llama mlp_bias)
+  bool gated = true;  // false: only up_proj and down_proj (an ungated MLP, as ArceeMLP)
+};
 GatedMlpWeights load_gated_mlp(Weights& w, const std::string& prefix, int64_t hidden,
-                               int64_t intermediate, bool bias, bool gated = true);
+                               int64_t intermediate, MlpParams params = {});
 // up/down without a gate and with biases by default, under the given names: an ungated MLP
 // down(act(up(x))), run with blocks::gated_mlp, such as GPTNeoXMLP, BloomMLP and FalconMLP
 // (dense_h_to_4h, dense_4h_to_h), PhiMLP and OPT (fc1, fc2), GPTJMLP (fc_in, fc_out).

@@ -32,17 +32,17 @@ class CohereModel : public Decoder {
     for (int64_t i = 0; i < b.num_layers; ++i) {
       const std::string p = cat("model.layers.", i, ".");
       Layer l;
-      l.norm = load_layer_norm(w, p + "input_layernorm.", h, true, false);
+      l.norm = load_layer_norm(w, p + "input_layernorm.", h, {.bias = false});
       l.attn = load_attention(w, p + "self_attn.", s);
       if (s.qk_norm ==
           QkNorm::LayerPerHead) {  // CohereLayerNorm((heads, head_dim)): a weight per head
         l.attn.q_norm = w.vector(p + "self_attn.q_norm.weight", {s.heads, s.head_dim});
         l.attn.k_norm = w.vector(p + "self_attn.k_norm.weight", {s.kv_heads, s.head_dim});
       }
-      l.mlp = load_gated_mlp(w, p + "mlp.", h, b.intermediate_size, false);
+      l.mlp = load_gated_mlp(w, p + "mlp.", h, b.intermediate_size);
       layers_.push_back(std::move(l));
     }
-    final_norm_ = load_layer_norm(w, "model.norm.", h, true, false);
+    final_norm_ = load_layer_norm(w, "model.norm.", h, {.bias = false});
     lm_head_ = load_lm_head(w, b.tie_word_embeddings, embed_, b.vocab_size, h);
     w.finish(b.architecture);
 

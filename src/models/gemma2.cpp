@@ -105,7 +105,7 @@ class Gemma2Model : public Decoder {
       l.attn = load_attention(w, p + "self_attn.", l.spec);
       l.attn_post_norm = w.vector(p + "post_attention_layernorm.weight", {h});
       l.mlp_norm = w.vector(p + "pre_feedforward_layernorm.weight", {h});
-      l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size, false);
+      l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size);
       l.mlp_post_norm = w.vector(p + "post_feedforward_layernorm.weight", {h});
       layers_.push_back(std::move(l));
     }

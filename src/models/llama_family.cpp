@@ -27,8 +27,8 @@ class LlamaFamilyModel : public Decoder {
       l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
       l.attn = load_attention(w, p + "self_attn.", l.spec);
       l.mlp_norm = w.vector(p + "post_attention_layernorm.weight", {h});
-      l.mlp =
-          load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size, cfg_.mlp_bias, cfg_.mlp_gated);
+      l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size,
+                             {.bias = cfg_.mlp_bias, .gated = cfg_.mlp_gated});
       layers_.push_back(std::move(l));
     }
     final_norm_ = w.vector("model.norm.weight", {h});

@@ -34,7 +34,7 @@ class OlmoModel : public Decoder {
       const std::string p = cat("model.layers.", i, ".");
       Layer l;
       l.attn = load_attention(w, p + "self_attn.", b.attention);
-      l.mlp = load_gated_mlp(w, p + "mlp.", h, b.intermediate_size, false);
+      l.mlp = load_gated_mlp(w, p + "mlp.", h, b.intermediate_size);
       layers_.push_back(std::move(l));
     }
     lm_head_ = load_lm_head(w, b.tie_word_embeddings, embed_, b.vocab_size, h);

@@ -101,8 +101,8 @@ class OptModel : public Decoder {
  private:
   // layer_norm_elementwise_affine false: LayerNorm without weight or bias.
   NormWeights norm(Weights& w, const std::string& prefix) const {
-    return load_layer_norm(w, prefix, cfg_.hidden_size, cfg_.layer_norm_affine,
-                           cfg_.layer_norm_affine);
+    return load_layer_norm(w, prefix, cfg_.hidden_size,
+                           {.weight = cfg_.layer_norm_affine, .bias = cfg_.layer_norm_affine});
   }
 
   struct Layer {

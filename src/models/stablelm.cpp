@@ -44,7 +44,7 @@ class StableLmModel : public Decoder {
         l.attn.q_norm = per_head_norm(w, p + "self_attn.q_layernorm.", s.heads, s.head_dim);
         l.attn.k_norm = per_head_norm(w, p + "self_attn.k_layernorm.", s.kv_heads, s.head_dim);
       }
-      l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size, false);
+      l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size);
       layers_.push_back(std::move(l));
     }
     final_norm_ = load_layer_norm(w, "model.norm.", h);
