@@ -7,7 +7,7 @@
 #include <string>
 
 #include "graph/builder.h"
-#include "models/builder.h"
+#include "models/layers.h"
 
 namespace lathe::blocks {
 

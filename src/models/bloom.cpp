@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "models/config_fields.h"
 #include "models/decoder.h"
 #include "models/registry.h"
 

@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "models/config_fields.h"
 #include "models/decoder.h"
 #include "models/registry.h"
 

@@ -8,7 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "models/builder.h"
+#include "models/config_fields.h"
+#include "models/layers.h"
 
 namespace lathe {
 

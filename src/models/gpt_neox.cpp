@@ -4,6 +4,7 @@
 // sequence; a fused query_key_value laid out per head; partial rotary (rotary_pct) on the
 // first dims of each head; an ungated MLP with biases.
 #include "core/error.h"
+#include "models/config_fields.h"
 #include "models/decoder.h"
 #include "models/registry.h"
 

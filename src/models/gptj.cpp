@@ -3,6 +3,7 @@
 // has no biases and rotates the first rotary_dim dims of each head as interleaved pairs
 // (rotate_every_two); an ungated MLP fc_out(act(fc_in(x))); an lm_head with a bias.
 #include "core/error.h"
+#include "models/config_fields.h"
 #include "models/decoder.h"
 #include "models/registry.h"
 

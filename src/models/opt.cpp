@@ -4,6 +4,7 @@
 // one enable_bias switch for every linear, and project_in / project_out when the embeddings
 // are narrower than the decoder (word_embed_proj_dim).
 #include "core/error.h"
+#include "models/config_fields.h"
 #include "models/decoder.h"
 #include "models/registry.h"
 

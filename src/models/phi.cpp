@@ -4,6 +4,7 @@
 // (qk_layernorm), and partial rotary (partial_rotary_factor 0.5 by default); an ungated MLP
 // fc2(act(fc1(x))); a final LayerNorm and an lm_head with a bias.
 #include "core/error.h"
+#include "models/config_fields.h"
 #include "models/decoder.h"
 #include "models/registry.h"
 

@@ -5,6 +5,7 @@
 // LayerNorms with a weight of their own for each head (qk_layernorm), and partial rotary
 // (partial_rotary_factor 0.25 by default); a gated MLP.
 #include "core/error.h"
+#include "models/config_fields.h"
 #include "models/decoder.h"
 #include "models/registry.h"
 

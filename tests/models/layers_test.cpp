@@ -5,7 +5,8 @@
 
 #include "io/safetensors.h"
 #include "io/tiny_checkpoint.h"
-#include "models/builder.h"
+#include "models/config_fields.h"
+#include "models/layers.h"
 #include "models/registry.h"
 #include "support/run.h"
 

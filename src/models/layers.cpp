@@ -1,4 +1,4 @@
-#include "models/builder.h"
+#include "models/layers.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,6 +8,7 @@
 #include "core/error.h"
 
 namespace lathe {
+
 AttentionWeights load_attention(Weights& w, const std::string& prefix, const AttentionSpec& s,
                                 const std::string& o_name) {
   AttentionWeights a;
@@ -159,20 +160,6 @@ GatedMlpWeights load_linear_mlp(Weights& w, const std::string& prefix, const std
   return m;
 }
 
-graph::Activation read_activation(const JsonFields& f, const std::string& field,
-                                  const std::string& fallback, const std::string& architecture) {
-  const std::string act = f.get_or<std::string>(field, fallback);
-  if (act == "silu" || act == "swish") return graph::Activation::Silu;
-  if (act == "gelu") return graph::Activation::Gelu;
-  // NewGELUActivation (gelu_new) is the same tanh approximation, written out.
-  if (act == "gelu_pytorch_tanh" || act == "gelu_new") return graph::Activation::GeluTanh;
-  if (act == "relu") return graph::Activation::Relu;
-  if (act == "relu2") return graph::Activation::Relu2;
-  fail(f.origin(), ": field \"", field, "\" is \"", act, "\"; ", architecture,
-       " in lathe implements \"silu\", \"gelu\", \"gelu_pytorch_tanh\", \"gelu_new\", "
-       "\"relu\" and \"relu2\"");
-}
-
 Tensor stack_rows(const std::vector<Tensor>& rows) {
   if (rows.empty()) fail("internal: stack_rows: no rows");
   const int64_t n = rows[0].numel();
@@ -194,38 +181,6 @@ Tensor matrix_rows(const Tensor& m, int64_t begin, int64_t count) {
   return m.rows(begin, count);
 }
 
-float read_nullable_float(const JsonFields& f, const std::string& field, float fallback) {
-  if (!f.json().contains(field)) return fallback;
-  return static_cast<float>(f.get_or<double>(field, 0.0));
-}
-
-int64_t read_int_alias(const JsonFields& f, const std::string& field, const std::string& alias,
-                       int64_t fallback) {
-  return f.has(field) ? f.get<int64_t>(field) : f.get_or<int64_t>(alias, fallback);
-}
-
-void check_sizes(const JsonFields& f,
-                 std::initializer_list<std::pair<const char*, int64_t>> sizes) {
-  for (auto [name, v] : sizes)
-    if (v <= 0 || v > (int64_t{1} << 31))
-      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
-}
-
-Json with_legacy_rope_fields(const JsonFields& f, const char* theta_field, double theta,
-                             const char* partial_field, double partial) {
-  Json c = f.json();
-  Json p = f.has("rope_scaling")      ? f.at("rope_scaling")
-           : f.has("rope_parameters") ? f.at("rope_parameters")
-                                      : Json::object();
-  if (!p.is_object()) fail(f.origin(), ": field \"rope_parameters\" must be an object");
-  if (!p.contains("rope_theta")) p["rope_theta"] = f.get_or<double>(theta_field, theta);
-  if (!p.contains("partial_rotary_factor"))
-    p["partial_rotary_factor"] = f.get_or<double>(partial_field, partial);
-  c.erase("rope_scaling");
-  c["rope_parameters"] = p;
-  return c;
-}
-
 std::string base_model_prefix(const Weights& w, const std::string& prefix,
                               const std::string& probe) {
   return !w.has(prefix + probe) && w.has(probe) ? "" : prefix;
@@ -235,13 +190,6 @@ Tensor load_lm_head(Weights& w, bool tied, const Tensor& embed, int64_t vocab, i
   if (!tied) return w.matrix("lm_head.weight", {vocab, hidden});
   w.ignore("lm_head.weight");  // some tied checkpoints still store a copy; transformers ties it
   return embed.dtype() == w.matrix_dtype() ? embed : embed.to(w.matrix_dtype());
-}
-
-void check_layer_count(const Checkpoint& ckpt, const JsonFields& f, int64_t num_layers) {
-  const size_t tensors = ckpt.tensor_names().size();
-  if (num_layers > 0 && static_cast<uint64_t>(num_layers) > tensors)
-    fail(f.origin(), ": field \"num_hidden_layers\" is ", num_layers, ", but the checkpoint holds ",
-         tensors, " tensors (each layer has weights of its own)");
 }
 
 }  // namespace lathe

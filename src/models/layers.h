@@ -1,11 +1,10 @@
-// The shared pieces architectures are built from: norms, attention variants, MLPs. A model
-// file composes them; nothing here knows an architecture by name.
+// The weights of the layers architectures share, loaded by their Hugging Face names: attention
+// (with its AttentionSpec options), norms, MLPs, fused projections, the output head. A model
+// file loads with these and builds its graph from models/blocks.h; nothing here knows an
+// architecture by name.
 #pragma once
 
-#include <initializer_list>
-#include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "models/model.h"
@@ -106,11 +105,6 @@ GatedMlpWeights load_linear_mlp(Weights& w, const std::string& prefix, const std
                                 const std::string& down, int64_t hidden, int64_t intermediate,
                                 bool bias = true);
 
-// Reads an activation field (hidden_act, hidden_activation) with its config-class default.
-// A value lathe does not implement is an error naming the field.
-graph::Activation read_activation(const JsonFields& f, const std::string& field,
-                                  const std::string& fallback, const std::string& architecture);
-
 // Equal-length F32 vectors stacked as the rows of a [count, n] tensor, built once at load
 // (StableLmLayerNormPerHead's norms.<h>.weight as one per-head weight).
 Tensor stack_rows(const std::vector<Tensor>& rows);
@@ -118,44 +112,6 @@ Tensor stack_rows(const std::vector<Tensor>& rows);
 // Rows [begin, begin + count) of a matrix, a zero-copy view of it: splits fused projections
 // (Phi3 qkv_proj, gate_up_proj) into the separate matrices the graph uses.
 Tensor matrix_rows(const Tensor& m, int64_t begin, int64_t count);
-
-// Throws naming the field unless each size is in (0, 2^31].
-void check_sizes(const JsonFields& f, std::initializer_list<std::pair<const char*, int64_t>> sizes);
-
-// A copy of config.json with rope_parameters as the config class forms it where it reads
-// legacy fields (GPTNeoXConfig: rotary_emb_base, rotary_pct): rope_scaling or rope_parameters,
-// given rope_theta and partial_rotary_factor from those fields (or the defaults) unless set.
-Json with_legacy_rope_fields(const JsonFields& f, const char* theta_field, double theta,
-                             const char* partial_field, double partial);
-
-// Reads a float field that a config class defaults to `fallback` but that config.json may set
-// to null to turn the feature off (returned as 0), e.g. Gemma2 final_logit_softcapping.
-float read_nullable_float(const JsonFields& f, const std::string& field, float fallback);
-
-// An integer field that a config class's attribute_map also accepts under another name
-// (GPT2Config n_embd / hidden_size): `field` when present, else `alias`, else `fallback`.
-int64_t read_int_alias(const JsonFields& f, const std::string& field, const std::string& alias,
-                       int64_t fallback);
-
-// What a loaded decoder reports about itself, from any config struct with the usual fields
-// (architecture, vocab_size, hidden_size, num_layers, attention, max_position_embeddings).
-template <class Config>
-ModelInfo decoder_info(const Config& c, DType weight_dtype) {
-  ModelInfo info;
-  info.architecture = c.architecture;
-  info.vocab_size = c.vocab_size;
-  info.hidden_size = c.hidden_size;
-  info.num_layers = c.num_layers;
-  info.kv_heads = c.attention.kv_heads;
-  info.head_dim = c.attention.head_dim;
-  info.max_position_embeddings = c.max_position_embeddings;
-  info.weight_dtype = weight_dtype;
-  return info;
-}
-
-// Throws unless the checkpoint holds at least one tensor per layer: a config.json that claims
-// more layers than that is wrong, and per-layer tables must not be sized from it.
-void check_layer_count(const Checkpoint& ckpt, const JsonFields& f, int64_t num_layers);
 
 // transformers loads a checkpoint saved from the base model, whose tensor names lack the causal
 // LM's base_model_prefix ("transformer." for GPT-2, Bloom, Falcon; "model." for OPT), as the
