@@ -7,18 +7,6 @@
 
 namespace lathe {
 
-double nmse(std::span<const float> a, std::span<const float> b) {
-  if (a.size() != b.size()) fail("internal: nmse of arrays of ", a.size(), " and ", b.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = static_cast<double>(a[i]) - b[i];
-    num += d * d;
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  if (den == 0) return num == 0 ? 0 : INFINITY;
-  return num / den;
-}
-
 LogitComparison compare_logits(const Tensor& actual, const Tensor& reference) {
   if (actual.shape() != reference.shape() || actual.rank() != 2 || actual.dtype() != DType::F32 ||
       reference.dtype() != DType::F32)

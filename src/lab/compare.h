@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/numeric.h"
 #include "core/tensor.h"
 
 namespace lathe {
@@ -22,9 +23,6 @@ struct LogitComparison {
 
 // `actual` and `reference` are [rows, vocab] F32 with equal shapes.
 LogitComparison compare_logits(const Tensor& actual, const Tensor& reference);
-
-// Normalised mean squared error of two equal-length arrays (reference in the denominator).
-double nmse(std::span<const float> actual, std::span<const float> reference);
 
 // The first position where two token sequences differ (length of the shorter when one is
 // a prefix of the other and lengths differ); nullopt when identical.

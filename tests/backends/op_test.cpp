@@ -1,0 +1,563 @@
+// The op test bench, in the spirit of llama.cpp's test-backend-ops: every graph op over shape
+// classes (one row as in decode, odd row counts, k not a multiple of 8, n not a multiple of 4,
+// larger sizes) and dtypes, on every CPU backend. Each case proves three things:
+//  - each backend's output is within tolerances.h of the reference backend's (bit for bit
+//    where the table says 0), caches included;
+//  - eager (EagerRunner) and planned (Plan) execution agree bit for bit;
+//  - the fast backend's threaded split (3 threads) gives the bits of one thread.
+// LATHE_OP_BENCH_REPORT=1 prints the fast backend's observed NMSE and max abs error per case,
+// the figures behind the tolerances.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+
+#include "backends/op_harness.h"
+#include "backends/tolerances.h"
+#include "core/numeric.h"
+#include "models/rope.h"
+
+namespace lathe::optest {
+namespace {
+
+using graph::Activation;
+using graph::Builder;
+using graph::Op;
+using graph::PositionBias;
+using graph::RopeLayout;
+using graph::Value;
+
+struct Case {
+  std::string name;  // letters, digits and '_' (a gtest parameter name)
+  Op op;             // the op under test: its row of the tolerance table
+  DType dtype;       // with this dtype
+  Build build;
+  Step step;
+};
+
+std::string label(const Shape& s) {
+  std::string out;
+  for (int64_t d : s) out += (out.empty() ? "" : "x") + std::to_string(d);
+  return out;
+}
+
+uint32_t next_seed() {
+  static uint32_t seed = 1000;
+  return seed++;
+}
+
+const char* act_name(Activation a) {
+  switch (a) {
+    case Activation::Silu:
+      return "silu";
+    case Activation::Gelu:
+      return "gelu";
+    case Activation::GeluTanh:
+      return "gelu_tanh";
+    case Activation::Relu:
+      return "relu";
+    case Activation::Relu2:
+      return "relu2";
+  }
+  return "?";
+}
+// Every graph::Activation.
+constexpr Activation kActivations[] = {Activation::Silu, Activation::Gelu, Activation::GeluTanh,
+                                       Activation::Relu, Activation::Relu2};
+
+// Elementwise and row-wise shape classes: decode (one row), odd rows and dims, larger, rank 3.
+const Shape kRowShapes[] = {{1, 64}, {7, 13}, {37, 300}, {3, 5, 7}};
+
+// A case whose graph applies `f` to one random F32 constant of each shape class.
+void elementwise(std::vector<Case>& out, Op op, const std::string& name,
+                 std::function<Value(Builder&, Value)> f, float scale = 2.0f) {
+  for (const Shape& s : kRowShapes) {
+    const Tensor x = random_tensor(s, next_seed(), scale);
+    out.push_back({name + "_" + label(s), op, DType::F32,
+                   [x, f](Builder& b) { return std::vector{f(b, b.weight(x))}; }, Step{}});
+  }
+}
+
+void linear_cases(std::vector<Case>& out) {
+  struct S {
+    int64_t m, n, k;
+    const char* what;
+  };
+  const S shapes[] = {
+      {1, 1, 1, "tiny"},          {1, 64, 128, "decode"}, {1, 7, 13, "decode_k13_n7"},
+      {7, 16, 64, "odd_rows"},    {3, 9, 64, "n9"},       {5, 33, 70, "k70_n33"},
+      {17, 5, 31, "k31_n5"},      {2, 64, 576, "k576"},   {37, 300, 200, "large"},
+      {37, 301, 203, "large_odd"}};
+  for (DType dt : {DType::F32, DType::BF16})
+    for (bool bias : {false, true}) {
+      const std::string suffix = std::string(bias ? "_bias_" : "_") + std::string(dtype_name(dt));
+      for (const S& s : shapes) {
+        const Tensor x = random_tensor({s.m, s.k}, next_seed());
+        const Tensor w = random_tensor({s.n, s.k}, next_seed()).to(dt);
+        const Tensor b = bias ? random_tensor({s.n}, next_seed()) : Tensor();
+        out.push_back({std::string("linear_") + s.what + "_" + label({s.m, s.n, s.k}) + suffix,
+                       Op::Linear, dt,
+                       [x, w, b](Builder& g) {
+                         return std::vector{g.linear(g.weight(x), g.weight(w), g.weight(b))};
+                       },
+                       Step{}});
+      }
+      // x of rank 3: [.., k] rows of every leading dimension.
+      const Tensor x = random_tensor({3, 2, 24}, next_seed());
+      const Tensor w = random_tensor({10, 24}, next_seed()).to(dt);
+      const Tensor b = bias ? random_tensor({10}, next_seed()) : Tensor();
+      out.push_back({"linear_rank3_3x2x24_n10" + suffix, Op::Linear, dt,
+                     [x, w, b](Builder& g) {
+                       return std::vector{g.linear(g.weight(x), g.weight(w), g.weight(b))};
+                     },
+                     Step{}});
+    }
+}
+
+void embedding_cases(std::vector<Case>& out) {
+  struct S {
+    int64_t vocab, dim, ids;
+  };
+  const S shapes[] = {{50, 13, 1}, {50, 300, 7}, {1000, 64, 37}};
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
+    for (int64_t offset : {0, 2})  // 2: OPT's learned positions, read at positions
+      for (const S& s : shapes) {
+        const Tensor table = random_tensor({s.vocab, s.dim}, next_seed()).to(dt);
+        Step step = rows_step(s.ids);
+        std::mt19937 rng(next_seed());
+        std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(s.vocab - offset - 1));
+        for (int32_t& t : offset ? step.positions : step.tokens) t = id(rng);
+        const graph::InputSlot slot =
+            offset ? graph::InputSlot::Positions : graph::InputSlot::Tokens;
+        out.push_back({"embedding_" + label({s.vocab, s.dim}) + "_ids" + std::to_string(s.ids) +
+                           "_offset" + std::to_string(offset) + "_" + std::string(dtype_name(dt)),
+                       Op::Embedding, dt,
+                       [table, slot, n = s.ids, offset](Builder& g) {
+                         return std::vector{g.embedding(g.weight(table), g.input(slot, n), offset)};
+                       },
+                       std::move(step)});
+      }
+}
+
+void norm_cases(std::vector<Case>& out) {
+  for (float offset : {0.0f, 1.0f})
+    for (const Shape& s : kRowShapes) {
+      const Tensor x = random_tensor(s, next_seed(), 3.0f);
+      const Tensor w = random_tensor({s.back()}, next_seed());
+      out.push_back({"rms_norm_offset" + std::to_string(static_cast<int>(offset)) + "_" + label(s),
+                     Op::RmsNorm, DType::F32,
+                     [x, w, offset](Builder& g) {
+                       return std::vector{g.rms_norm(g.weight(x), g.weight(w), 1e-6f, offset)};
+                     },
+                     Step{}});
+    }
+  // Shared weights and biases, each optional; then per-head ones [heads, head_dim] that the
+  // rows of x [tokens, heads, head_dim] cycle through.
+  struct Variant {
+    const char* what;
+    bool weight, bias;
+  };
+  const Variant variants[] = {{"weight_bias", true, true},
+                              {"weight", true, false},
+                              {"bias", false, true},
+                              {"none", false, false}};
+  auto add = [&](const std::string& name, const Shape& s, const Shape& wshape, Variant v) {
+    const Tensor x = random_tensor(s, next_seed(), 3.0f);
+    const Tensor w = v.weight ? random_tensor(wshape, next_seed()) : Tensor();
+    const Tensor b = v.bias ? random_tensor(wshape, next_seed()) : Tensor();
+    out.push_back({name + "_" + v.what + "_" + label(s), Op::LayerNorm, DType::F32,
+                   [x, w, b](Builder& g) {
+                     return std::vector{g.layer_norm(g.weight(x), g.weight(w), g.weight(b), 1e-5f)};
+                   },
+                   Step{}});
+  };
+  for (const Variant& v : variants)
+    for (const Shape& s : kRowShapes) add("layer_norm", s, {s.back()}, v);
+  for (const Shape& s : {Shape{1, 4, 16}, Shape{7, 3, 13}, Shape{37, 8, 32}})
+    for (const Variant& v : variants)
+      if (v.weight || v.bias) add("layer_norm_per_head", s, {s[1], s[2]}, v);
+}
+
+void elementwise_cases(std::vector<Case>& out) {
+  for (Activation a : kActivations) {
+    elementwise(
+        out, Op::Activation, std::string("activation_") + act_name(a),
+        [a](Builder& g, Value x) { return g.activation(a, x); }, 4.0f);
+    for (const Shape& s : kRowShapes) {
+      const Tensor gate = random_tensor(s, next_seed(), 4.0f), up = random_tensor(s, next_seed());
+      out.push_back({std::string("act_mul_") + act_name(a) + "_" + label(s), Op::ActMul, DType::F32,
+                     [a, gate, up](Builder& g) {
+                       return std::vector{g.act_mul(a, g.weight(gate), g.weight(up))};
+                     },
+                     Step{}});
+    }
+  }
+  for (const Shape& s : kRowShapes) {
+    const Tensor a = random_tensor(s, next_seed()), b = random_tensor(s, next_seed());
+    out.push_back({"add_" + label(s), Op::Add, DType::F32,
+                   [a, b](Builder& g) { return std::vector{g.add(g.weight(a), g.weight(b))}; },
+                   Step{}});
+  }
+  elementwise(out, Op::Scale, "scale", [](Builder& g, Value x) { return g.scale(x, 0.37f); });
+  elementwise(out, Op::Divide, "divide", [](Builder& g, Value x) { return g.divide(x, 3.0f); });
+  elementwise(
+      out, Op::Softcap, "softcap", [](Builder& g, Value x) { return g.softcap(x, 2.5f); }, 6.0f);
+  elementwise(out, Op::Clamp, "clamp", [](Builder& g, Value x) { return g.clamp(x, 0.6f); });
+  elementwise(
+      out, Op::Xielu, "xielu",
+      [](Builder& g, Value x) { return g.xielu(x, 1.3f, 0.9f, 0.5f, -1e-6f); }, 4.0f);
+  // A view of a computed node read by a later node: the planner must keep the viewed buffer
+  // alive through the view's readers.
+  const std::pair<Shape, Shape> reshapes[] = {
+      {{7, 12}, {7, 3, 4}}, {{1, 64}, {1, 4, 16}}, {{37, 300}, {11100}}};
+  for (const auto& [from, to] : reshapes) {
+    const Tensor x = random_tensor(from, next_seed()), y = random_tensor(to, next_seed());
+    out.push_back({"reshape_" + label(from) + "_to_" + label(to), Op::Reshape, DType::F32,
+                   [x, y, to](Builder& g) {
+                     const Value r = g.reshape(g.scale(g.weight(x), 2.0f), to);
+                     return std::vector{r, g.add(r, g.weight(y))};
+                   },
+                   Step{}});
+  }
+}
+
+// A rotary schedule of head_dim 16 (rot_dim < 16: partial rotary).
+RopeConfig rope_config(RopeKind kind, int64_t rot_dim, int64_t max_positions, double factor) {
+  RopeConfig c;
+  c.kind = kind;
+  c.head_dim = 16;
+  c.rot_dim = rot_dim;
+  c.max_position_embeddings = max_positions;
+  c.original_max_position_embeddings = max_positions;
+  c.factor = factor;
+  return c;
+}
+
+void rope_cases(std::vector<Case>& out) {
+  struct R {
+    const char* what;
+    RopeConfig config;
+  };
+  const R ropes[] = {
+      {"default", rope_config(RopeKind::Default, 16, 64, 1.0)},
+      {"partial", rope_config(RopeKind::Default, 8, 64, 1.0)},
+      {"linear", rope_config(RopeKind::Linear, 16, 64, 2.0)},
+      // Past max_position_embeddings: the tables depend on each sequence's length.
+      {"dynamic", rope_config(RopeKind::Dynamic, 16, 16, 2.0)},
+  };
+  struct S {
+    const char* what;
+    std::vector<graph::Segment> segments;
+  };
+  const S steps[] = {
+      {"first", {{.seq = 0, .first = 0, .count = 1, .pos0 = 0}}},
+      {"decode", {{.seq = 0, .first = 0, .count = 1, .pos0 = 17}}},
+      {"prefill7", {{.seq = 0, .first = 0, .count = 7, .pos0 = 0}}},
+      {"two_sequences",
+       {{.seq = 0, .first = 0, .count = 3, .pos0 = 5},
+        {.seq = 1, .first = 3, .count = 4, .pos0 = 0}}},
+      {"large", {{.seq = 0, .first = 0, .count = 37, .pos0 = 20}}},
+  };
+  for (const R& r : ropes)
+    for (const S& s : steps) {
+      auto rope = std::make_shared<Rope>(r.config);
+      Step step = segment_step(s.segments);
+      const int64_t n = static_cast<int64_t>(step.positions.size());
+      out.push_back(
+          {std::string("rope_tables_") + r.what + "_" + s.what, Op::RopeTables, DType::F32,
+           [rope, n](Builder& g) {
+             return std::vector{g.rope_tables(*rope, g.input(graph::InputSlot::Positions, n))};
+           },
+           std::move(step)});
+    }
+  struct X {
+    int64_t n, heads, head_dim, rot;
+  };
+  const X shapes[] = {
+      {1, 4, 16, 16}, {7, 3, 12, 8}, {5, 2, 8, 6}, {37, 8, 64, 32}, {37, 8, 64, 64}};
+  for (RopeLayout layout : {RopeLayout::HalfSplit, RopeLayout::Interleaved})
+    for (const X& s : shapes) {
+      const Tensor x = random_tensor({s.n, s.heads, s.head_dim}, next_seed());
+      const Tensor tables = random_tensor({2, s.n, s.rot / 2}, next_seed());
+      out.push_back({std::string("rope_") +
+                         (layout == RopeLayout::HalfSplit ? "half_split_" : "interleaved_") +
+                         label({s.n, s.heads, s.head_dim}) + "_rot" + std::to_string(s.rot),
+                     Op::Rope, DType::F32,
+                     [x, tables, layout](Builder& g) {
+                       return std::vector{g.rope(g.weight(x), g.weight(tables), layout)};
+                     },
+                     Step{}});
+    }
+}
+
+// One attention case: sequences (tokens, first position, cache size each) on layer 1 of a
+// two-layer cache, full or a ring sized by the window.
+struct AttentionCase {
+  const char* what;
+  int64_t heads, kv_heads, head_dim;
+  struct Seq {
+    int64_t count, pos0, max_seq;
+  };
+  std::vector<Seq> seqs;
+  int64_t window = 0;
+  float softcap = 0;
+  PositionBias bias = PositionBias::None;
+  bool ring = false;  // layer 1 is SlidingKV: slots = window - 1 + the longest segment
+  float scale = 0;    // 0: 1 / sqrt(head_dim)
+  float qk_scale = 1;
+};
+
+Case attention_case(const AttentionCase& a) {
+  std::vector<graph::Segment> segments;
+  int64_t rows = 0, max_count = 0;
+  for (size_t i = 0; i < a.seqs.size(); ++i) {
+    segments.push_back({.seq = static_cast<int64_t>(i),
+                        .first = rows,
+                        .count = a.seqs[i].count,
+                        .pos0 = a.seqs[i].pos0});
+    rows += a.seqs[i].count;
+    max_count = std::max(max_count, a.seqs[i].count);
+  }
+  Step step = segment_step(segments);
+  const uint32_t seed = next_seed() * 1000;
+  step.caches = [a, seed, max_count] {
+    std::vector<KVCache> caches;
+    const LayerStateSpec full{.kind = StateKind::FullKV,
+                              .kv_heads = a.kv_heads,
+                              .head_dim = a.head_dim,
+                              .window = 0,
+                              .recurrent = {}};
+    LayerStateSpec layer1 = full;
+    if (a.ring) {
+      layer1.kind = StateKind::SlidingKV;
+      layer1.window = a.window;
+    }
+    for (size_t i = 0; i < a.seqs.size(); ++i)
+      caches.push_back(prefilled_cache({full, layer1}, a.seqs[i].max_seq, max_count, a.seqs[i].pos0,
+                                       seed + static_cast<uint32_t>(i)));
+    return caches;
+  };
+  const Tensor q = random_tensor({rows, a.heads, a.head_dim}, next_seed(), a.qk_scale);
+  const Tensor k = random_tensor({rows, a.kv_heads, a.head_dim}, next_seed(), a.qk_scale);
+  const Tensor v = random_tensor({rows, a.kv_heads, a.head_dim}, next_seed());
+  Tensor slopes;
+  if (a.bias != PositionBias::None) {
+    slopes = Tensor::zeros(DType::F32, {a.heads});
+    for (int64_t h = 0; h < a.heads; ++h)  // not powers of 2: bf16 rounding shows
+      slopes.mut<float>()[h] = 0.3f / static_cast<float>(h + 1);
+  }
+  const Builder::AttentionParams p{
+      .layer = 1,
+      .window = a.window,
+      .scale = a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(a.head_dim)),
+      .softcap = a.softcap,
+      .bias = a.bias};
+  return {
+      std::string("attention_") + a.what, Op::Attention, DType::F32,
+      [q, k, v, slopes, p](Builder& g) {
+        return std::vector{g.attention(g.weight(q), g.weight(k), g.weight(v), p, g.weight(slopes))};
+      },
+      std::move(step)};
+}
+
+void attention_cases(std::vector<Case>& out) {
+  using S = AttentionCase::Seq;
+  const AttentionCase cases[] = {
+      {.what = "decode_first", .heads = 4, .kv_heads = 4, .head_dim = 16, .seqs = {S{1, 0, 8}}},
+      {.what = "decode", .heads = 4, .kv_heads = 4, .head_dim = 16, .seqs = {S{1, 9, 16}}},
+      {.what = "prefill_odd", .heads = 4, .kv_heads = 4, .head_dim = 16, .seqs = {S{7, 0, 8}}},
+      {.what = "gqa_prefilled", .heads = 6, .kv_heads = 2, .head_dim = 8, .seqs = {S{4, 5, 12}}},
+      {.what = "gqa_window3",
+       .heads = 6,
+       .kv_heads = 2,
+       .head_dim = 8,
+       .seqs = {S{4, 5, 12}},
+       .window = 3},
+      {.what = "window1",
+       .heads = 6,
+       .kv_heads = 2,
+       .head_dim = 8,
+       .seqs = {S{4, 5, 12}},
+       .window = 1},
+      {.what = "softcap",
+       .heads = 2,
+       .kv_heads = 1,
+       .head_dim = 4,
+       .seqs = {S{3, 4, 9}},
+       .softcap = 2.0f,
+       .scale = 0.5f,
+       .qk_scale = 3.0f},
+      {.what = "softcap_window2",
+       .heads = 2,
+       .kv_heads = 1,
+       .head_dim = 4,
+       .seqs = {S{3, 4, 9}},
+       .window = 2,
+       .softcap = 2.0f,
+       .scale = 0.5f,
+       .qk_scale = 3.0f},
+      {.what = "alibi",
+       .heads = 3,
+       .kv_heads = 1,
+       .head_dim = 4,
+       .seqs = {S{4, 3, 10}},
+       .bias = PositionBias::Alibi},
+      {.what = "alibi_window2",
+       .heads = 3,
+       .kv_heads = 1,
+       .head_dim = 4,
+       .seqs = {S{4, 3, 10}},
+       .window = 2,
+       .bias = PositionBias::Alibi},
+      {.what = "alibi_falcon",
+       .heads = 4,
+       .kv_heads = 4,
+       .head_dim = 16,
+       .seqs = {S{5, 30, 40}},
+       .bias = PositionBias::AlibiFalcon},
+      {.what = "alibi_falcon_gqa_decode_long",
+       .heads = 8,
+       .kv_heads = 2,
+       .head_dim = 16,
+       .seqs = {S{1, 300, 320}},
+       .bias = PositionBias::AlibiFalcon},
+      {.what = "ring",
+       .heads = 4,
+       .kv_heads = 2,
+       .head_dim = 8,
+       .seqs = {S{3, 11, 32}},
+       .window = 4,
+       .ring = true},
+      {.what = "ring_decode",
+       .heads = 4,
+       .kv_heads = 2,
+       .head_dim = 8,
+       .seqs = {S{1, 20, 32}},
+       .window = 5,
+       .ring = true},
+      {.what = "two_sequences",
+       .heads = 4,
+       .kv_heads = 2,
+       .head_dim = 8,
+       .seqs = {S{3, 5, 16}, S{2, 0, 12}}},
+      {.what = "two_sequences_ring",
+       .heads = 4,
+       .kv_heads = 2,
+       .head_dim = 8,
+       .seqs = {S{3, 9, 16}, S{2, 0, 12}},
+       .window = 3,
+       .ring = true},
+      {.what = "two_sequences_alibi_softcap",
+       .heads = 4,
+       .kv_heads = 4,
+       .head_dim = 8,
+       .seqs = {S{1, 7, 16}, S{3, 2, 12}},
+       .softcap = 5.0f,
+       .bias = PositionBias::Alibi},
+      {.what = "large", .heads = 8, .kv_heads = 2, .head_dim = 64, .seqs = {S{37, 20, 64}}},
+      {.what = "large_two_sequences",
+       .heads = 8,
+       .kv_heads = 2,
+       .head_dim = 64,
+       .seqs = {S{37, 0, 64}, S{1, 50, 64}}},
+  };
+  for (const AttentionCase& a : cases) out.push_back(attention_case(a));
+}
+
+void rows_cases(std::vector<Case>& out) {
+  struct S {
+    int64_t n, dim;
+    std::vector<int32_t> rows;
+  };
+  const S shapes[] = {{1, 64, {0}}, {7, 13, {6}}, {7, 13, {0, 3, 6}}, {37, 300, {36, 0, 5, 5}}};
+  for (const S& s : shapes) {
+    const Tensor x = random_tensor({s.n, s.dim}, next_seed());
+    Step step = rows_step(s.n);
+    step.logit_rows = s.rows;
+    const int64_t r = static_cast<int64_t>(s.rows.size());
+    out.push_back({"rows_" + label({s.n, s.dim}) + "_r" + std::to_string(r), Op::Rows, DType::F32,
+                   [x, r](Builder& g) {
+                     return std::vector{
+                         g.rows(g.weight(x), g.input(graph::InputSlot::LogitRows, r))};
+                   },
+                   std::move(step)});
+  }
+}
+
+const std::vector<Case>& all_cases() {
+  static const std::vector<Case> cases = [] {
+    std::vector<Case> c;
+    embedding_cases(c);
+    linear_cases(c);
+    norm_cases(c);
+    elementwise_cases(c);
+    rope_cases(c);
+    attention_cases(c);
+    rows_cases(c);
+    return c;
+  }();
+  return cases;
+}
+
+// gtest prints a failing case's parameter: its name, not its bytes.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class OpBench : public ::testing::TestWithParam<Case> {};
+
+TEST_P(OpBench, BackendsMatchReference) {
+  const Case& c = GetParam();
+  const std::optional<Tolerance> tol = tolerance(c.op, c.dtype);
+  ASSERT_TRUE(tol) << "tolerances.h has no row for " << graph::op_name(c.op) << " "
+                   << dtype_name(c.dtype);
+  ThreadPool one(1), three(3);
+  const Outcome want = run(cpu_backend(true), one, Mode::Planned, c.build, c.step);
+  for (bool reference : {true, false}) {
+    const Backend& backend = cpu_backend(reference);
+    const Outcome got = run(backend, three, Mode::Planned, c.build, c.step);
+    EXPECT_TRUE(same_outcome(got, run(backend, three, Mode::Eager, c.build, c.step)))
+        << backend.name() << ": eager and planned differ";
+    EXPECT_TRUE(same_outcome(got, run(backend, one, Mode::Planned, c.build, c.step)))
+        << backend.name() << ": 3 threads and 1 differ";
+    // The caches hold copies of the step's keys and values: the same on every backend.
+    EXPECT_TRUE(same_caches(got, want)) << backend.name();
+    ASSERT_EQ(got.values.size(), want.values.size());
+    for (size_t i = 0; i < got.values.size(); ++i) {
+      const Tensor &a = got.values[i], &b = want.values[i];
+      ASSERT_EQ(a.shape(), b.shape()) << backend.name() << " value " << i;
+      const Tolerance t = reference ? Tolerance{} : *tol;
+      if (t.exact()) {
+        EXPECT_TRUE(same_bits(a, b)) << backend.name() << " value " << i << " differs from "
+                                     << "the reference (tolerance 0)";
+        continue;
+      }
+      const double e = nmse(floats(a), floats(b)), m = max_abs_error(floats(a), floats(b));
+      if (std::getenv("LATHE_OP_BENCH_REPORT"))
+        std::printf("observed\t%s\t%s\t%s\tnmse %.3e\tmax_abs %.3e\n", graph::op_name(c.op),
+                    std::string(dtype_name(c.dtype)).c_str(), c.name.c_str(), e, m);
+      EXPECT_LE(e, t.nmse) << backend.name() << " value " << i;
+      EXPECT_LE(m, t.max_abs) << backend.name() << " value " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, OpBench, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// Every computing op of graph::Op has cases (a new op must join the bench; Rows is the last).
+TEST(OpBenchCoverage, EveryComputingOpHasCases) {
+  std::vector<bool> seen(static_cast<size_t>(Op::Rows) + 1, false);
+  for (const Case& c : all_cases()) seen[static_cast<size_t>(c.op)] = true;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    const Op op = static_cast<Op>(i);
+    if (op == Op::Input || op == Op::Weight) continue;  // bound or constant: nothing computed
+    EXPECT_TRUE(seen[i]) << graph::op_name(op) << " has no case";
+  }
+}
+
+}  // namespace
+}  // namespace lathe::optest
