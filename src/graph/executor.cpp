@@ -77,7 +77,7 @@ size_t place(std::vector<Interval>& items) {
 }  // namespace
 
 Plan::Plan(Graph graph, const Backend& backend, int threads, int64_t max_context)
-    : graph_(std::move(graph)), backend_(backend), max_context_(max_context) {
+    : graph_(std::move(graph)), backend_(backend), threads_(threads), max_context_(max_context) {
   const size_t n = graph_.nodes.size();
   for (const Node& node : graph_.nodes)
     if (!backend_.supports(node))
@@ -141,6 +141,8 @@ Plan::Plan(Graph graph, const Backend& backend, int threads, int64_t max_context
 }
 
 void Plan::run(ThreadPool& pool, const StepData& step, const Trace* trace) {
+  if (pool.size() > threads_)
+    fail("internal: a pool of ", pool.size(), " threads on a plan for ", threads_);
   if (step.max_context > max_context_)
     fail("internal: a step over caches of ", step.max_context, " positions on a plan for ",
          max_context_);

@@ -43,7 +43,8 @@ class Plan {
   // Sum of the intermediates' sizes had each had a buffer of its own (what planning saves).
   size_t unplanned_bytes() const { return unplanned_bytes_; }
 
-  // Executes the graph over `step`, whose inputs must have the shapes the graph was built for.
+  // Executes the graph over `step`, whose inputs must have the shapes the graph was built for,
+  // on a pool of at most the planned number of threads (scratch is sized per thread).
   void run(ThreadPool& pool, const StepData& step, const Trace* trace = nullptr);
   // A node's value after run(); outputs stay valid until the next run().
   const Tensor& value(Value v) const { return values_.at(static_cast<size_t>(v.id)); }
@@ -51,6 +52,7 @@ class Plan {
  private:
   Graph graph_;
   const Backend& backend_;
+  int threads_;
   int64_t max_context_;
   std::vector<uint8_t> arena_storage_;
   uint8_t* arena_ = nullptr;

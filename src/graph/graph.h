@@ -57,8 +57,8 @@ enum class Activation : uint8_t { Silu, Gelu, GeluTanh, Relu, Relu2 };  // Relu2
 // Interleaved (2i, 2i + 1) as GLM's and Ernie's.
 enum class RopeLayout : uint8_t { HalfSplit, Interleaved };
 // A bias added to attention scores by key position j: None; Alibi: slope_h * j (Bloom);
-// AlibiFalcon: bf16(bf16(slope_h) * j) / sqrt(head_dim), the roundings Falcon's
-// build_alibi_tensor makes.
+// AlibiFalcon: bf16(bf16(slope_h) * bf16(j)) / sqrt(head_dim), the roundings Falcon's
+// build_alibi_tensor makes (torch converts the int64 positions to bf16: 257 becomes 256).
 enum class PositionBias : uint8_t { None, Alibi, AlibiFalcon };
 
 // Op parameters: one flat record, so that hashing and printing treat every op alike. Fields

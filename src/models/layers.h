@@ -64,7 +64,7 @@ struct FusedQkv {
 FusedQkv split_fused_qkv(const Tensor& fused, const AttentionSpec& s, int64_t groups);
 
 // transformers Conv1D (GPT-2) stores a linear layer's weight as [in, out]: loads it and
-// transposes it once to the [out, in] that ops::linear takes.
+// transposes it once to the [out, in] that a Linear node takes.
 Tensor load_conv1d(Weights& w, const std::string& name, int64_t in, int64_t out);
 // A 2-D tensor transposed, copied (any dtype).
 Tensor transpose_matrix(const Tensor& m);

@@ -70,8 +70,11 @@ void position_bias(graph::PositionBias kind, const float* slopes, int64_t heads,
         break;
       case graph::PositionBias::AlibiFalcon: {
         const float slope = bf16_to_f32(f32_to_bf16(slopes[h]));
-        for (int64_t j = 0; j < length; ++j)
-          row[j] = bf16_to_f32(f32_to_bf16(slope * static_cast<float>(j))) / divisor;
+        // torch converts the int64 positions to bf16 before multiplying (so 257 -> 256).
+        for (int64_t j = 0; j < length; ++j) {
+          const float pos = bf16_to_f32(f32_to_bf16(static_cast<float>(j)));
+          row[j] = bf16_to_f32(f32_to_bf16(slope * pos)) / divisor;
+        }
         break;
       }
     }

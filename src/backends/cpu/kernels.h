@@ -1,6 +1,7 @@
 // CPU kernels. Each op has a portable reference kernel (plain loops, f32 accumulation in a
 // fixed order) and, where it pays, a fast kernel that tests check against the reference.
-// Kernels trust their arguments: shapes are checked once by the op front ends in src/ops/.
+// Kernels trust their arguments: shapes are checked once when graph nodes are built
+// (src/graph/builder.cpp), and the CPU backend (backend.cpp) maps nodes onto these.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +36,7 @@ void softcap(float* x, int64_t n, float cap);
 // (r % groups): 1 for one shared norm, heads for per-head norms.
 void layer_norm(const float* x, const float* weight, const float* bias, int64_t groups, float eps,
                 float* y, int64_t rows, int64_t n);
-// xIELU with formed coefficients (see ops::xielu).
+// xIELU with formed coefficients (see graph::Builder::xielu).
 void xielu(const float* x, float* out, int64_t n, float alpha_p, float alpha_n, float beta,
            float eps);
 
