@@ -50,7 +50,7 @@ std::vector<BatchRequest> read_batch(const std::string& path, const Tokenizer* t
 void run_batch(Runtime& rt, const std::vector<BatchRequest>& requests,
                const std::optional<Tokenizer>& tokenizer, const GenerateOptions& go) {
   const auto* model = dynamic_cast<const GraphModel*>(rt.model.get());
-  if (!model) fail(rt.model->info().architecture, " does not run batches yet (engine port)");
+  if (!model) fail("internal: ", rt.model->info().architecture, " builds no step graph");
   for (size_t i = 0; i < requests.size(); ++i)
     for (int32_t id : requests[i].prompt)
       if (id >= model->info().vocab_size)

@@ -60,7 +60,7 @@ int tiny_check(int argc, char** argv) {
   const double tolerance = storage == DType::F32 ? kGoldenF32Nmse : kGoldenBf16Nmse;
   const int threads = static_cast<int>(args.get_int("threads", 2, 1, 1024));
   ThreadPool pool(threads);
-  Context ctx{&pool, args.flag("reference-kernels")};
+  Context ctx{&pool, args.flag("reference-kernels"), args.flag("eager")};
   const fs::path work = fs::temp_directory_path() / cat("lathe-tiny-", ::getpid());
   int failures = 0;
   std::printf("%-30s %-22s %10s %9s %7s  %s\n", "fixture", "architecture", "logit NMSE", "top-1",
