@@ -209,6 +209,23 @@ TEST(Engine, SlidingWindowStateIsSizedByTheWindow) {
     EXPECT_EQ(layer.kind, StateKind::SlidingKV);
     EXPECT_EQ(layer.slots, window - 1 + GraphModel::kDefaultMaxStepTokens);
   }
+  // Gemma2 alternates sliding and full layers: only the full ones grow with max_seq.
+  auto gemma2 = load("gemma2_softcap_window");
+  const KVCache g_small = gemma2->model->new_cache(4096), g_big = gemma2->model->new_cache(65536);
+  int sliding = 0, full_layers = 0;
+  for (size_t i = 0; i < g_big.layers.size(); ++i) {
+    const uint64_t small_bytes = g_small.layers[i].k.nbytes(),
+                   big_bytes = g_big.layers[i].k.nbytes();
+    if (g_big.layers[i].kind == StateKind::SlidingKV) {
+      ++sliding;
+      EXPECT_EQ(small_bytes, big_bytes) << "layer " << i;
+    } else {
+      ++full_layers;
+      EXPECT_EQ(16 * small_bytes, big_bytes) << "layer " << i;
+    }
+  }
+  EXPECT_GT(sliding, 0);
+  EXPECT_GT(full_layers, 0);
   // A full-attention model's cache grows with max_seq.
   auto full = load("llama_tied_gqa");
   EXPECT_EQ(full->model->new_cache(8192).bytes(), 2 * full->model->new_cache(4096).bytes());
