@@ -213,7 +213,10 @@ void elementwise_cases(std::vector<Case>& out) {
   // alive through the view's readers.
   const std::pair<Shape, Shape> reshapes[] = {
       {{7, 12}, {7, 3, 4}}, {{1, 64}, {1, 4, 16}}, {{37, 300}, {11100}}};
-  for (const auto& [from, to] : reshapes) {
+  for (const auto& pair : reshapes) {
+    // Captured by name: clang before 16 cannot capture a structured binding.
+    const Shape& from = pair.first;
+    const Shape to = pair.second;
     const Tensor x = random_tensor(from, next_seed()), y = random_tensor(to, next_seed());
     out.push_back({"reshape_" + label(from) + "_to_" + label(to), Op::Reshape, DType::F32,
                    [x, y, to](Builder& g) {

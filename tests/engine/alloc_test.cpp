@@ -18,17 +18,47 @@ std::atomic<bool> counting{false};
 std::atomic<int64_t> allocations{0};
 }  // namespace
 
-// The replacement pair is malloc and free underneath, which GCC cannot see through.
+// Every plain and array form is replaced, so that each pointer is freed by the family that
+// allocated it (AddressSanitizer checks); malloc and free underneath, which GCC cannot see
+// through.
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t n) {
+namespace {
+void* counted(std::size_t n) noexcept {
   if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
-  if (void* p = std::malloc(n ? n : 1)) return p;
+  return std::malloc(n ? n : 1);
+}
+}  // namespace
+
+void* operator new(std::size_t n) {
+  if (void* p = counted(n)) return p;
   throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) {
+  if (void* p = counted(n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  return counted(n);
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  return counted(n);
 }
 void operator delete(void* p) noexcept {
   std::free(p);
 }
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
 void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
   std::free(p);
 }
 
