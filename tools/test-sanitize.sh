@@ -16,7 +16,7 @@ SMOL="${LATHE_SMOLLM2_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/smollm2-135m-in
 [ -f "$SMOL/config.json" ] && export LATHE_SMOLLM2_DIR="$SMOL"
 
 started=$SECONDS
-(cd "$BUILD" && ctest --output-on-failure -j"$(nproc)" --timeout 900)
+(cd "$BUILD" && ctest --output-on-failure --no-tests=error -j"$(nproc)" --timeout 900)
 echo "test-sanitize: tests ran in $((SECONDS - started))s" >&2
 
 # Leak check of one whole generate run (LeakSanitizer reports at exit; exit code 23 on a leak).

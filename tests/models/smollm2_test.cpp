@@ -10,6 +10,7 @@
 #include "generate/generate.h"
 #include "io/json.h"
 #include "models/registry.h"
+#include "support/skip.h"
 
 namespace lathe {
 namespace {
@@ -33,8 +34,9 @@ class SmolLM2 : public ::testing::Test {
   }
   void SetUp() override {
     if (!model_)
-      GTEST_SKIP() << "SmolLM2 checkpoint not built: set LATHE_SMOLLM2_DIR to the folder "
-                      "tools/smollm2/build_checkpoint.py writes (tools/test.sh does this)";
+      LATHE_SKIP_OUTSIDE_CI(
+          "SmolLM2 checkpoint not built: set LATHE_SMOLLM2_DIR to the folder "
+          "tools/smollm2/build_checkpoint.py writes (tools/test.sh does this)");
     golden_ =
         read_json_file(std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/smollm2/goldens.json");
   }
