@@ -21,8 +21,11 @@ LogitComparison compare_logits(const Tensor& actual, const Tensor& reference) {
   for (int64_t r = 0; r < c.rows; ++r) {
     const float* ar = a + r * vocab;
     const float* br = b + r * vocab;
-    for (int64_t i = 0; i < vocab; ++i)
-      c.max_abs_error = std::max(c.max_abs_error, std::fabs(static_cast<double>(ar[i]) - br[i]));
+    // NaN stays NaN (std::max would drop it): a row of NaNs must not read as agreement.
+    const double row_error =
+        max_abs_error({ar, static_cast<size_t>(vocab)}, {br, static_cast<size_t>(vocab)});
+    if (!std::isnan(c.max_abs_error) && (std::isnan(row_error) || row_error > c.max_abs_error))
+      c.max_abs_error = row_error;
     const bool same =
         std::max_element(ar, ar + vocab) - ar == std::max_element(br, br + vocab) - br;
     agree += same;
@@ -51,18 +54,19 @@ LayerReport compare_layers(const std::vector<std::pair<std::string, Tensor>>& ac
     const std::string& wanted = name;
     auto it = std::find_if(actual.begin(), actual.end(),
                            [&](const auto& p) { return p.first == wanted; });
-    if (it == actual.end()) continue;
+    // A reference state lathe did not produce is a broken comparison, never a silent pass.
+    if (it == actual.end())
+      fail("layer ", name, " of the reference has no counterpart among the ", actual.size(),
+           " intermediates lathe traced");
     const Tensor& act = it->second;
     if (act.numel() != ref.numel())
       fail("layer ", name, ": ", shape_str(act.shape()), " vs reference ", shape_str(ref.shape()));
     LayerComparison lc{name, 0, 0};
     const size_t n = static_cast<size_t>(ref.numel());
     lc.nmse = nmse({act.data<float>(), n}, {ref.data<float>(), n});
-    for (size_t i = 0; i < n; ++i)
-      lc.max_abs_error =
-          std::max(lc.max_abs_error,
-                   std::fabs(static_cast<double>(act.data<float>()[i]) - ref.data<float>()[i]));
-    if (lc.nmse > threshold && !report.first_diverging) report.first_diverging = name;
+    lc.max_abs_error = max_abs_error({act.data<float>(), n}, {ref.data<float>(), n});
+    // NaN fails the comparison.
+    if (!(lc.nmse <= threshold) && !report.first_diverging) report.first_diverging = name;
     report.layers.push_back(lc);
   }
   return report;

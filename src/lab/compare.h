@@ -34,8 +34,9 @@ struct LayerComparison {
   double nmse = 0;
   double max_abs_error = 0;
 };
-// Compares named intermediates in order; `first_diverging` is the first whose NMSE exceeds
-// `threshold`.
+// Compares each reference intermediate, in the reference's order, with lathe's of the same
+// name; `first_diverging` is the first whose NMSE exceeds `threshold` or is NaN. A reference
+// name lathe did not trace, or a size mismatch, is an error naming the layer.
 struct LayerReport {
   std::vector<LayerComparison> layers;
   std::optional<std::string> first_diverging;

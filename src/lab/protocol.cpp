@@ -151,6 +151,8 @@ void inject_fault(const std::string& what) {
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // "hang"
 }
 
+}  // namespace
+
 std::string judge(LabRow& row, const Reference& ref, bool f32) {
   const double tol = f32 ? kLabF32Nmse : kLabBf16Nmse;
   std::string why;
@@ -169,17 +171,26 @@ std::string judge(LabRow& row, const Reference& ref, bool f32) {
   } else {
     why = cat(row.generated_tokens.size(), " tokens identical; ");
   }
-  if (row.logits_nmse && *row.logits_nmse > tol) {
+  // NaN is outside every tolerance.
+  if (row.logits_nmse && !(*row.logits_nmse <= tol)) {
     ok = false;
     why += cat("logit NMSE ", *row.logits_nmse, " > ", tol);
   } else if (row.logits_nmse) {
     why += cat("logit NMSE ", *row.logits_nmse, " <= ", tol);
   }
+  // F32 computes what transformers computes: every teacher-forced argmax agrees and no named
+  // intermediate leaves the tolerance (bf16 rounding may move both, within the logit NMSE).
+  if (f32 && row.top1_agreement && !(*row.top1_agreement == 1.0)) {
+    ok = false;
+    why += cat("; top-1 agreement ", *row.top1_agreement, " < 1");
+  }
+  if (f32 && row.first_diverging_layer) {
+    ok = false;
+    why += cat("; ", *row.first_diverging_layer, " diverges first");
+  }
   row.status = ok ? "pass" : "fail";
   return why;
 }
-
-}  // namespace
 
 std::map<std::string, std::string> stack_versions() {
   std::map<std::string, std::string> s;

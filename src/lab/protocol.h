@@ -28,6 +28,12 @@ inline constexpr double kLabBf16Nmse = 5e-4;
 // BF16 runs may part from the reference's tokens where its top two logits were this close.
 inline constexpr double kLabNearTie = 0.05;
 
+// The verdict on a compared row: sets row.status to "pass" or "fail" and returns why. Fails
+// on tokens that differ (in bf16, unless they part after a reference near-tie), a logit NMSE
+// over the tolerance or NaN, and in f32 on any teacher-forced argmax that differs or any
+// named intermediate past the tolerance (row.first_diverging_layer).
+std::string judge(LabRow& row, const Reference& ref, bool f32);
+
 struct ProtocolOptions {
   std::filesystem::path work_dir;         // tiny checkpoints are built here
   std::filesystem::path reference_cache;  // reference.h's cache
