@@ -57,7 +57,7 @@ int tiny_check(int argc, char** argv) {
     if (fs::exists(e.path() / "goldens.json")) fixtures.push_back(e.path());
   std::sort(fixtures.begin(), fixtures.end());
   const DType storage = parse_storage(args.get_or("storage", "f32"));
-  const double tolerance = storage == DType::F32 ? kGoldenF32Nmse : kGoldenBf16Nmse;
+  const double tolerance = storage == DType::F32 ? kF32Nmse : kBf16Nmse;
   const int threads = static_cast<int>(args.get_int("threads", 2, 1, 1024));
   ThreadPool pool(threads);
   Context ctx{&pool, args.flag("reference-kernels"), args.flag("eager")};

@@ -59,7 +59,8 @@ GoldenCheck check_golden_fixture(const fs::path& fixture, const fs::path& work_d
     reference.emplace_back(names[i].get<std::string>(),
                            Tensor::view(DType::F32, {hidden.dim(1), hidden.dim(2)},
                                         hidden.data<float>() + i * per_layer, nullptr));
-  r.layers = compare_layers(actual, reference, 1e-6);
+  const bool f32 = model->info().weight_dtype == DType::F32;
+  r.layers = compare_layers(actual, reference, f32 ? kF32Nmse : kBf16Nmse);
 
   // 32 greedy tokens through the static cache, prompt first, then one token at a time.
   const auto prompt = id_list(g, "prompt_ids");

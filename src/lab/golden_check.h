@@ -11,6 +11,7 @@
 #include "graph/executor.h"
 #include "io/tiny_checkpoint.h"
 #include "lab/compare.h"
+#include "lab/tolerances.h"
 
 namespace lathe {
 
@@ -23,12 +24,6 @@ struct GoldenCheck {
   std::optional<int64_t> first_token_mismatch;
   std::string made_by;  // "transformers X, torch Y"
 };
-
-// Tolerances against transformers f32. F32 runs must match to NMSE 1e-6 with identical greedy
-// tokens. BF16 weights are rounded copies of the f32 ones, so logits drift by that rounding
-// (measured up to 1.6e-4 on the fixtures) and greedy tokens may part after a near-tie.
-inline constexpr double kGoldenF32Nmse = 1e-6;
-inline constexpr double kGoldenBf16Nmse = 5e-4;
 
 // Builds the fixture's checkpoint in `work_dir` with `build` options, runs it and compares.
 // `edit`, when given, is called with work_dir once the checkpoint is written (tests inject

@@ -154,13 +154,13 @@ void inject_fault(const std::string& what) {
 }  // namespace
 
 std::string judge(LabRow& row, const Reference& ref, bool f32) {
-  const double tol = f32 ? kLabF32Nmse : kLabBf16Nmse;
+  const double tol = f32 ? kF32Nmse : kBf16Nmse;
   std::string why;
   bool ok = true;
   if (row.first_mismatch) {
     const int64_t k = *row.first_mismatch;
     const bool near_tie = !f32 && k < static_cast<int64_t>(ref.greedy_margins.size()) &&
-                          ref.greedy_margins[static_cast<size_t>(k)] < kLabNearTie;
+                          ref.greedy_margins[static_cast<size_t>(k)] < kNearTieMargin;
     if (near_tie) {
       why = cat("tokens part at step ", k, " after a near-tie (reference margin ",
                 ref.greedy_margins[static_cast<size_t>(k)], "); ");
@@ -351,8 +351,7 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
     row.logits_max_abs_error = lc.max_abs_error;
     row.top1_agreement = lc.top1_agreement;
     if (!ref->hidden.empty()) {
-      const LayerReport layers =
-          compare_layers(actual, ref->hidden, f32 ? kLabF32Nmse : kLabBf16Nmse);
+      const LayerReport layers = compare_layers(actual, ref->hidden, f32 ? kF32Nmse : kBf16Nmse);
       row.first_diverging_layer = layers.first_diverging;
     }
     row.judge_verdict = judge(row, *ref, f32);

@@ -17,16 +17,9 @@
 #include "lab/catalog.h"
 #include "lab/reference.h"
 #include "lab/row.h"
+#include "lab/tolerances.h"
 
 namespace lathe {
-
-// Logit NMSE a run may show against transformers f32 and still pass. F32 runs compute what
-// transformers computes up to summation order (measured: 1e-12 on tiny models); BF16 weights
-// are rounded (the golden tolerance, kGoldenBf16Nmse).
-inline constexpr double kLabF32Nmse = 1e-5;
-inline constexpr double kLabBf16Nmse = 5e-4;
-// BF16 runs may part from the reference's tokens where its top two logits were this close.
-inline constexpr double kLabNearTie = 0.05;
 
 // The verdict on a compared row: sets row.status to "pass" or "fail" and returns why. Fails
 // on tokens that differ (in bf16, unless they part after a reference near-tie), a logit NMSE

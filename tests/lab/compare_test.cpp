@@ -117,7 +117,7 @@ TEST(Oracle, JudgeFailsWhatItShould) {
   judge(nan, ref, true);
   EXPECT_EQ(nan.status, "fail") << "NaN logits passed";
   LabRow loose = row();
-  loose.logits_nmse = 2 * kLabF32Nmse;
+  loose.logits_nmse = 2 * kF32Nmse;
   judge(loose, ref, true);
   EXPECT_EQ(loose.status, "fail");
   LabRow argmax = row();

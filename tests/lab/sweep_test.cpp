@@ -15,6 +15,7 @@
 #include "core/sanitizers.h"
 #include "io/json.h"
 #include "lab/runner.h"
+#include "lab/tolerances.h"
 #include "support/run.h"
 
 extern char** environ;
@@ -71,7 +72,7 @@ TEST(LabSweep, BundledCatalogPassesAndIsReadableByPyarrowPandasDuckdb) {
     EXPECT_EQ(row.status, "pass") << row.model_id << ": " << row.judge_verdict;
     EXPECT_EQ(row.reference_source, "cache");
     EXPECT_EQ(row.generated_tokens, row.reference_tokens) << row.model_id;
-    EXPECT_LE(*row.logits_nmse, 1e-6) << row.model_id;
+    EXPECT_LE(*row.logits_nmse, kF32Nmse) << row.model_id;
     EXPECT_FALSE(row.first_diverging_layer) << row.model_id;
     EXPECT_EQ(row.compile_seconds, 0);
     EXPECT_GT(row.peak_memory_bytes, 0);

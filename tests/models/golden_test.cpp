@@ -31,7 +31,7 @@ class Golden : public ::testing::TestWithParam<std::string> {
 };
 
 void expect_f32_match(const GoldenCheck& r) {
-  EXPECT_LE(r.logits.nmse, kGoldenF32Nmse) << r.name << " max abs error " << r.logits.max_abs_error;
+  EXPECT_LE(r.logits.nmse, kF32Nmse) << r.name << " max abs error " << r.logits.max_abs_error;
   EXPECT_EQ(r.logits.top1_agreement, 1.0);
   EXPECT_FALSE(r.layers.first_diverging) << "first diverging layer: " << *r.layers.first_diverging;
   EXPECT_GE(r.layers.layers.size(), 3u);  // embed, at least one layer, final norm compared
@@ -57,7 +57,7 @@ TEST_P(Golden, EagerMatchesTransformers) {
 
 TEST_P(Golden, EagerBf16WithinTolerance) {
   const GoldenCheck r = run({.dtype = DType::BF16}, std::nullopt, false, true);
-  EXPECT_LE(r.logits.nmse, kGoldenBf16Nmse) << r.name;
+  EXPECT_LE(r.logits.nmse, kBf16Nmse) << r.name;
   EXPECT_GE(r.logits.top1_agreement, 0.9) << r.name;
 }
 
@@ -67,7 +67,7 @@ TEST_P(Golden, ShardedCheckpointMatchesTransformers) {
 
 TEST_P(Golden, Bf16WithinTolerance) {
   const GoldenCheck r = run({.dtype = DType::BF16}, std::nullopt, false);
-  EXPECT_LE(r.logits.nmse, kGoldenBf16Nmse) << r.name;
+  EXPECT_LE(r.logits.nmse, kBf16Nmse) << r.name;
   EXPECT_GE(r.logits.top1_agreement, 0.9) << r.name;
   EXPECT_GT(r.logits.nmse, 0.0) << "bf16 weights should not match f32 exactly";
 }
@@ -98,7 +98,7 @@ TEST_P(FaultIsLocated, FirstDivergingNodeNamesIt) {
                                              DType::F32, ctx, perturb);
   ASSERT_TRUE(r.layers.first_diverging) << "a 1% weight change went unseen";
   EXPECT_EQ(*r.layers.first_diverging, f.first_diverging);
-  EXPECT_GT(r.logits.nmse, kGoldenF32Nmse);
+  EXPECT_GT(r.logits.nmse, kF32Nmse);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -1,0 +1,21 @@
+// How close a run must be to transformers (f32 on CPU) to pass: one table, used by the golden
+// tests, `lathe tiny check` and the lab's judge alike. Set from measurement with stated
+// headroom (docs/testing.md has the table and how it was measured).
+#pragma once
+
+namespace lathe {
+
+// F32 weights compute what transformers computes up to summation order. Measured logit NMSE
+// 1.4e-13 .. 2.5e-12 over the 60 tiny fixtures and SmolLM2-135M-Instruct, and every named
+// state (embed, attention and MLP outputs, layer outputs, final norm) within the same range:
+// 1e-9 leaves 400x headroom, and a 1% change to one weight (tests/models/golden_test.cpp
+// FaultIsLocated) lands 1e-5 or more.
+inline constexpr double kF32Nmse = 1e-9;
+// BF16 weights are rounded copies of the f32 ones, so logits drift by that rounding against
+// f32 transformers (measured up to 3.2e-4 on the Gemma fixtures, whose sqrt(hidden)
+// embedding scale and (1 + w) norms amplify it); greedy tokens may part after a near-tie.
+inline constexpr double kBf16Nmse = 5e-4;
+// BF16 runs may part from the reference's tokens where its top two logits were this close.
+inline constexpr double kNearTieMargin = 0.05;
+
+}  // namespace lathe
