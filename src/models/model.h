@@ -1,4 +1,6 @@
-// The interface every architecture implements, and the state a forward pass works on.
+// What callers see of a loaded model: its info, a cache for one sequence, and the
+// one-sequence forward the lab and `lathe logits` use. Every architecture implements it as a
+// GraphModel (models/engine.h), which builds step graphs for the engine.
 #pragma once
 
 #include <cstdint>
