@@ -31,11 +31,12 @@ std::span<const int32_t> input_data(const StepData& step, const Node& n) {
   fail("internal: input slot ", n.params.input_slot);
 }
 
-Tensor bind_input(const StepData& step, const Node& n) {
+// The step input an Input node is bound to, checked against the shape it was built for.
+std::span<const int32_t> checked_input(const StepData& step, const Node& n) {
   const std::span<const int32_t> data = input_data(step, n);
   if (static_cast<int64_t>(data.size()) != n.shape[0])
     fail("internal: step input of ", data.size(), " values for a graph built for ", n.shape[0]);
-  return Tensor::wrap(DType::I32, n.shape, const_cast<int32_t*>(data.data()));
+  return data;
 }
 
 // One buffer to place: live from node `first` to node `last`, both included.
@@ -149,11 +150,7 @@ void Plan::run(ThreadPool& pool, const StepData& step, const Trace* trace) {
   for (size_t i = 0; i < graph_.nodes.size(); ++i) {
     const Node& node = graph_.nodes[i];
     if (node.op == Op::Input) {
-      const std::span<const int32_t> data = input_data(step, node);
-      if (static_cast<int64_t>(data.size()) != node.shape[0])
-        fail("internal: step input of ", data.size(), " values for a graph built for ",
-             node.shape[0]);
-      values_[i].rebind(const_cast<int32_t*>(data.data()));
+      values_[i].rebind(const_cast<int32_t*>(checked_input(step, node).data()));
     } else if (has_buffer(node.op)) {
       backend_.run({node, args_[i], values_[i], workspace_[i], step, pool});
     }
@@ -183,7 +180,8 @@ void EagerRunner::run(const Graph& g, Value v) {
   Tensor& out = values_[static_cast<size_t>(v.id)];
   switch (node.op) {
     case Op::Input:
-      out = bind_input(step_, node);
+      out = Tensor::wrap(DType::I32, node.shape,
+                         const_cast<int32_t*>(checked_input(step_, node).data()));
       break;
     case Op::Weight:
       out = node.constant;

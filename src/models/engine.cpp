@@ -54,11 +54,18 @@ Engine::Engine(const GraphModel& model, Context& ctx) : model_(model), ctx_(ctx)
   if (!ctx_.pool) fail("internal: Engine without a thread pool");
 }
 
+namespace {
+
+StepInputs step_inputs(graph::Builder& b, int64_t n, int64_t r) {
+  return {b.input(graph::InputSlot::Tokens, n), b.input(graph::InputSlot::Positions, n),
+          b.input(graph::InputSlot::LogitRows, r)};
+}
+
+}  // namespace
+
 graph::Graph Engine::build_graph(int64_t n, int64_t r) const {
   graph::Builder b;
-  const StepInputs in{b.input(graph::InputSlot::Tokens, n), b.input(graph::InputSlot::Positions, n),
-                      b.input(graph::InputSlot::LogitRows, r)};
-  b.output(model_.build(b, in));
+  b.output(model_.build(b, step_inputs(b, n, r)));
   return std::move(b.graph());
 }
 
@@ -125,10 +132,7 @@ const Tensor& Engine::step(std::span<const int32_t> tokens, std::span<const int3
   if (ctx_.eager) {
     graph::EagerRunner runner(cpu_backend(ctx_.reference_kernels), *ctx_.pool, data, trace);
     graph::Builder b(runner.hook(), runner.name_hook());
-    const StepInputs in{b.input(graph::InputSlot::Tokens, n),
-                        b.input(graph::InputSlot::Positions, n),
-                        b.input(graph::InputSlot::LogitRows, r)};
-    eager_logits_ = runner.value(model_.build(b, in));
+    eager_logits_ = runner.value(model_.build(b, step_inputs(b, n, r)));
     last_plan_ = nullptr;
     result = &eager_logits_;
   } else {

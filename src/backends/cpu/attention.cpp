@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "backends/cpu/kernels.h"
 
@@ -46,12 +45,7 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
 }  // namespace
 
 void attention_reference(const AttentionArgs& a) {
-  std::vector<float> own;
   float* scores = a.scratch;
-  if (!scores) {
-    own.resize(static_cast<size_t>(a.pos0 + a.tokens));
-    scores = own.data();
-  }
   for (int64_t t = 0; t < a.tokens; ++t)
     for (int64_t h = 0; h < a.heads; ++h) attend_one(a, t, h, scores);
 }
@@ -62,12 +56,7 @@ void attention_fast(const AttentionArgs& a, ThreadPool& pool) {
   const int64_t chunks = std::min<int64_t>(pool.size(), rows);
   pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
-      std::vector<float> own;
-      float* scores = a.scratch ? a.scratch + c * a.scratch_stride : nullptr;
-      if (!scores) {
-        own.resize(static_cast<size_t>(a.pos0 + a.tokens));
-        scores = own.data();
-      }
+      float* scores = a.scratch + c * a.scratch_stride;
       for (int64_t i = rows * c / chunks; i < rows * (c + 1) / chunks; ++i)
         attend_one(a, i / a.heads, i % a.heads, scores);
     }

@@ -56,9 +56,9 @@ void rope_half_split(float* x, const float* cos, const float* sin, int64_t token
 // softmax (Gemma2 attn_logit_softcapping). With a bias [heads, bias_stride], bias[h, j] is
 // added to head h's scaled score for key position j (ALiBi), after any capping.
 // With slots > 0 the caches are rings of `slots` rows and position j lives in row j % slots
-// (sliding-window layers); the caller keeps every visible key in the ring. `scratch`, when
-// given, holds pool-size rows of `scratch_stride` >= pos0 + tokens floats, so the kernel
-// allocates nothing.
+// (sliding-window layers); the caller keeps every visible key in the ring. `scratch` holds
+// pool-size rows (one for the reference kernel) of `scratch_stride` >= pos0 + tokens floats,
+// so the kernel allocates nothing.
 struct AttentionArgs {
   const float* q;
   const float* k_cache;
