@@ -1,10 +1,11 @@
 // A fixed pool of worker threads for data-parallel loops. Passed to whoever needs it (no
-// global pool). The calling thread takes part in the work.
+// global pool). The calling thread takes part in the work. Between loops the workers spin for
+// a while (a decode step runs hundreds of short loops, and waking a sleeping thread costs
+// more than most of them) and then sleep until the next loop.
 #pragma once
 
-#include <condition_variable>
+#include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -35,22 +36,25 @@ class ThreadPool {
     void (*call_)(const void*, int64_t, int64_t);
   };
 
-  // Splits [0, n) into at most size() contiguous chunks of at least `grain` items and calls
-  // fn(begin, end) for each, returning when all are done. Not re-entrant.
+  // Splits [0, n) into contiguous tasks of at least `grain` items (at most kTasksPerThread
+  // per thread, so that a thread slowed by others' work hands its share to the rest), calls
+  // fn(begin, end) once for each, on whichever thread claims it first, and returns when all
+  // are done. Not re-entrant.
   void parallel_for(int64_t n, int64_t grain, Job fn);
+  static constexpr int64_t kTasksPerThread = 4;
 
  private:
-  void worker_loop(int index);
+  void worker_loop();
+  void run_tasks();
 
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable start_cv_, done_cv_;
+  // The current loop, written before generation_ is bumped and read after it is seen.
   const Job* job_ = nullptr;
-  int64_t job_n_ = 0;
-  int job_chunks_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  int64_t job_n_ = 0, job_tasks_ = 0;
+  std::atomic<int64_t> next_task_{0};
+  std::atomic<uint32_t> generation_{0};  // one more per loop; sleeping workers wait on it
+  std::atomic<int> busy_{0};             // workers not yet done with the current loop
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace lathe
