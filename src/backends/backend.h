@@ -26,9 +26,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
   virtual bool supports(const graph::Node& node) const = 0;
-  // Scratch floats run() needs for this node with `threads` threads when no sequence holds
-  // more than max_context positions; fixed for a planned graph.
-  virtual size_t workspace_floats(const graph::Node& node, int threads,
+  // Scratch floats run() needs for this node of graph `g` with `threads` threads when no
+  // sequence holds more than max_context positions; fixed for a planned graph.
+  virtual size_t workspace_floats(const graph::Graph& g, const graph::Node& node, int threads,
                                   int64_t max_context) const = 0;
   // Computes the node. Throws lathe::Error on bad step data (an id outside the vocabulary).
   virtual void run(const NodeArgs& a) const = 0;

@@ -108,7 +108,7 @@ Plan::Plan(Graph graph, const Backend& backend, int threads, int64_t max_context
       items.push_back({i, last[i], bytes, 0, static_cast<int32_t>(i), false});
       unplanned_bytes_ += bytes;
     }
-    const size_t ws = backend_.workspace_floats(node, threads, max_context);
+    const size_t ws = backend_.workspace_floats(graph_, node, threads, max_context);
     if (ws > 0)
       items.push_back({i, i, round_up(ws * sizeof(float)), 0, static_cast<int32_t>(i), true});
   }
@@ -196,7 +196,7 @@ void EagerRunner::run(const Graph& g, Value v) {
       std::vector<const Tensor*> args;
       for (Value in : node.inputs)
         args.push_back(in.valid() ? &values_[static_cast<size_t>(in.id)] : nullptr);
-      std::vector<float> ws(backend_.workspace_floats(node, pool_.size(), step_.max_context));
+      std::vector<float> ws(backend_.workspace_floats(g, node, pool_.size(), step_.max_context));
       backend_.run({node, args, out, ws.empty() ? nullptr : ws.data(), step_, pool_});
     }
   }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <random>
 
+#include "backends/cpu/isa.h"
 #include "backends/op_harness.h"
 #include "backends/tolerances.h"
 #include "core/numeric.h"
@@ -512,38 +513,62 @@ void PrintTo(const Case& c, std::ostream* os) {
 
 class OpBench : public ::testing::TestWithParam<Case> {};
 
+// Restores the process's kernel level when a test that switches levels ends.
+struct IsaGuard {
+  cpu::Isa saved = cpu::active_isa();
+  ~IsaGuard() { cpu::set_active_isa(saved); }
+};
+
+// The levels of fast kernels this machine can run (each is checked on its own).
+std::vector<cpu::Isa> runnable_isas() {
+  std::vector<cpu::Isa> out;
+  for (int i = 0; i <= static_cast<int>(cpu::detected_isa()); ++i)
+    out.push_back(static_cast<cpu::Isa>(i));
+  return out;
+}
+
 TEST_P(OpBench, BackendsMatchReference) {
   const Case& c = GetParam();
-  const std::optional<Tolerance> tol = tolerance(c.op, c.dtype);
-  ASSERT_TRUE(tol) << "tolerances.h has no row for " << graph::op_name(c.op) << " "
-                   << dtype_name(c.dtype);
   ThreadPool one(1), three(3);
   const Outcome want = run(cpu_backend(true), one, Mode::Planned, c.build, c.step);
-  for (bool reference : {true, false}) {
-    const Backend& backend = cpu_backend(reference);
-    const Outcome got = run(backend, three, Mode::Planned, c.build, c.step);
-    EXPECT_TRUE(same_outcome(got, run(backend, three, Mode::Eager, c.build, c.step)))
-        << backend.name() << ": eager and planned differ";
-    EXPECT_TRUE(same_outcome(got, run(backend, one, Mode::Planned, c.build, c.step)))
-        << backend.name() << ": 3 threads and 1 differ";
+  IsaGuard guard;
+  struct Run {
+    const Backend& backend;
+    cpu::Isa isa;
+  };
+  std::vector<Run> runs = {{cpu_backend(true), cpu::Isa::Portable}};
+  for (cpu::Isa isa : runnable_isas()) runs.push_back({cpu_backend(false), isa});
+  for (const Run& r : runs) {
+    cpu::set_active_isa(r.isa);
+    const bool reference = &r.backend == &cpu_backend(true);
+    const std::string who = reference ? "reference" : std::string("cpu/") + cpu::isa_name(r.isa);
+    const std::optional<Tolerance> tol = tolerance(c.op, c.dtype, r.isa);
+    ASSERT_TRUE(tol) << "tolerances.h has no row for " << graph::op_name(c.op) << " "
+                     << dtype_name(c.dtype) << " on " << cpu::isa_name(r.isa);
+    const Outcome got = run(r.backend, three, Mode::Planned, c.build, c.step);
+    EXPECT_TRUE(same_outcome(got, run(r.backend, three, Mode::Eager, c.build, c.step)))
+        << who << ": eager and planned differ";
+    EXPECT_TRUE(same_outcome(got, run(r.backend, one, Mode::Planned, c.build, c.step)))
+        << who << ": 3 threads and 1 differ";
     // The caches hold copies of the step's keys and values: the same on every backend.
-    EXPECT_TRUE(same_caches(got, want)) << backend.name();
+    EXPECT_TRUE(same_caches(got, want)) << who;
     ASSERT_EQ(got.values.size(), want.values.size());
     for (size_t i = 0; i < got.values.size(); ++i) {
       const Tensor &a = got.values[i], &b = want.values[i];
-      ASSERT_EQ(a.shape(), b.shape()) << backend.name() << " value " << i;
+      ASSERT_EQ(a.shape(), b.shape()) << who << " value " << i;
       const Tolerance t = reference ? Tolerance{} : *tol;
       if (t.exact()) {
-        EXPECT_TRUE(same_bits(a, b)) << backend.name() << " value " << i << " differs from "
+        EXPECT_TRUE(same_bits(a, b)) << who << " value " << i << " differs from "
                                      << "the reference (tolerance 0)";
         continue;
       }
       const double e = nmse(floats(a), floats(b)), m = max_abs_error(floats(a), floats(b));
       if (std::getenv("LATHE_OP_BENCH_REPORT"))
-        std::printf("observed\t%s\t%s\t%s\tnmse %.3e\tmax_abs %.3e\n", graph::op_name(c.op),
-                    std::string(dtype_name(c.dtype)).c_str(), c.name.c_str(), e, m);
-      EXPECT_LE(e, t.nmse) << backend.name() << " value " << i;
-      EXPECT_LE(m, t.max_abs) << backend.name() << " value " << i;
+        std::printf("observed\t%s\t%s\t%s\t%s\tnmse %.3e\tmax_abs %.3e\n", graph::op_name(c.op),
+                    std::string(dtype_name(c.dtype)).c_str(), cpu::isa_name(r.isa), c.name.c_str(),
+                    e, m);
+      EXPECT_LE(e, t.nmse) << who << " value " << i;
+      EXPECT_LE(m, t.max_abs) << who << " value " << i;
     }
   }
 }

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
 
 namespace lathe::cpu {
@@ -54,11 +55,23 @@ void attention_fast(const AttentionArgs& a, ThreadPool& pool) {
   // One chunk of (token, head) rows per thread, each with its own row of scratch.
   const int64_t rows = a.tokens * a.heads;
   const int64_t chunks = std::min<int64_t>(pool.size(), rows);
+  const Isa isa = active_isa();
   pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       float* scores = a.scratch + c * a.scratch_stride;
-      for (int64_t i = rows * c / chunks; i < rows * (c + 1) / chunks; ++i)
-        attend_one(a, i / a.heads, i % a.heads, scores);
+      const int64_t r0 = rows * c / chunks, r1 = rows * (c + 1) / chunks;
+      switch (isa) {
+        case Isa::Avx512Bf16:
+        case Isa::Avx512:
+          avx512::attend_rows(a, r0, r1, scores);
+          break;
+        case Isa::Avx2:
+          avx2::attend_rows(a, r0, r1, scores);
+          break;
+        case Isa::Portable:
+          for (int64_t i = r0; i < r1; ++i) attend_one(a, i / a.heads, i % a.heads, scores);
+          break;
+      }
     }
   });
 }

@@ -145,8 +145,14 @@ class CpuBackend : public Backend {
   // Every op has a CPU kernel (Linear for F32 and BF16 weights, which the builder checks).
   bool supports(const graph::Node&) const override { return true; }
 
-  size_t workspace_floats(const graph::Node& node, int threads,
+  size_t workspace_floats(const graph::Graph& g, const graph::Node& node, int threads,
                           int64_t max_context) const override {
+    if (node.op == Op::Linear) {
+      if (reference_) return 0;
+      const graph::Node& w = g.at(node.inputs[1]);
+      const int64_t k = w.shape[1], m = shape_numel(node.shape) / w.shape[0];
+      return (cpu::matmul_scratch_bytes(w.dtype, m, k) + sizeof(float) - 1) / sizeof(float);
+    }
     if (node.op != Op::Attention) return 0;
     const int64_t heads = node.shape[1];
     const int64_t rows = reference_ ? 1 : threads;
@@ -189,7 +195,7 @@ class CpuBackend : public Backend {
                                 a.out.mut<float>(), m, rows, k);
         else
           cpu::matmul_fast(x->data<float>(), w.data<void>(), w.dtype(), f32(a.inputs[2]),
-                           a.out.mut<float>(), m, rows, k, a.pool);
+                           a.out.mut<float>(), m, rows, k, a.workspace, a.pool);
         return;
       }
       case Op::RmsNorm: {

@@ -4,8 +4,10 @@
 // (src/graph/builder.cpp), and the CPU backend (backend.cpp) maps nodes onto these.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
+#include "backends/cpu/isa_kernels.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 
@@ -14,8 +16,12 @@ namespace lathe::cpu {
 // y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]); w is F32 or BF16, x, y and bias are F32.
 void matmul_reference(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
                       int64_t m, int64_t n, int64_t k);
+// The fast kernel of cpu::active_isa() (isa.h). With BF16 weights on Avx512Bf16 the
+// activations are rounded to bf16 first (into `scratch`, matmul_scratch_bytes big), as
+// llama.cpp and torch's bf16 paths do; every other level computes with f32 activations.
+size_t matmul_scratch_bytes(DType w_dtype, int64_t m, int64_t k);
 void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
-                 int64_t m, int64_t n, int64_t k, ThreadPool& pool);
+                 int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool);
 
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * (weight + offset), for `rows` rows of `n`.
 void rms_norm(const float* x, const float* weight, float offset, float eps, float* y, int64_t rows,
@@ -49,30 +55,7 @@ void rope_interleaved(float* x, const float* cos, const float* sin, int64_t toke
 void rope_half_split(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads,
                      int64_t head_dim, int64_t rot);
 
-// Causal attention for `tokens` queries at positions pos0.. over a cache of keys and values
-// [max_seq, kv_heads, head_dim] holding positions [0, pos0 + tokens). With window > 0 a
-// query at p sees keys at p - window < j <= p. q and out are [tokens, heads, head_dim].
-// With softcap > 0 each scaled score s becomes softcap * tanh(s / softcap) before the
-// softmax (Gemma2 attn_logit_softcapping). With a bias [heads, bias_stride], bias[h, j] is
-// added to head h's scaled score for key position j (ALiBi), after any capping.
-// With slots > 0 the caches are rings of `slots` rows and position j lives in row j % slots
-// (sliding-window layers); the caller keeps every visible key in the ring. `scratch` holds
-// pool-size rows (one for the reference kernel) of `scratch_stride` >= pos0 + tokens floats,
-// so the kernel allocates nothing.
-struct AttentionArgs {
-  const float* q;
-  const float* k_cache;
-  const float* v_cache;
-  float* out;
-  int64_t tokens, pos0, heads, kv_heads, head_dim, window;
-  float scale;
-  float softcap = 0.0f;
-  const float* bias = nullptr;
-  int64_t bias_stride = 0;
-  int64_t slots = 0;
-  float* scratch = nullptr;
-  int64_t scratch_stride = 0;
-};
+// Causal attention (AttentionArgs: isa_kernels.h).
 void attention_reference(const AttentionArgs& a);
 void attention_fast(const AttentionArgs& a, ThreadPool& pool);
 

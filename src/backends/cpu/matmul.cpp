@@ -1,6 +1,9 @@
 // Matrix multiplication against a weight stored as HF nn.Linear keeps it: [out, in].
+#include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/isa.h"
+#include "backends/cpu/isa_kernels.h"
 #include "backends/cpu/kernels.h"
 
 namespace lathe::cpu {
@@ -32,18 +35,11 @@ inline float hsum(f32x8 v) {
   return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
 }
 
-// clang (the fuzz build, LATHE_FUZZ) cannot multiversion templates: it compiles the baseline.
-#if defined(__clang__)
-#define LATHE_AVX2_CLONES
-#else
-#define LATHE_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-
-// Dot products of up to 2 rows of x with 4 rows of w, 8 lanes at a time. Compiled for AVX2
-// and for the baseline ISA; the loader picks one at start-up.
+// Dot products of up to 2 rows of x with 4 rows of w, 8 lanes at a time, without fused
+// multiply-adds: the portable kernel, for CPUs below AVX2 + FMA.
 template <class W>
-LATHE_AVX2_CLONES void tile_2x4(const float* x, int64_t rows, const W* w, int64_t wrows, int64_t k,
-                                float* out, int64_t ldo) {
+void tile_2x4(const float* x, int64_t rows, const W* w, int64_t wrows, int64_t k, float* out,
+              int64_t ldo) {
   f32x8 acc[2][4] = {};
   const int64_t k8 = k / 8 * 8;
   for (int64_t p = 0; p < k8; p += 8) {
@@ -69,24 +65,31 @@ LATHE_AVX2_CLONES void tile_2x4(const float* x, int64_t rows, const W* w, int64_
   }
 }
 
+// Rows [n0, n1) of y = x . w^T with the portable kernel.
 template <class W>
-void matmul_tiles(const float* x, const W* w, const float* bias, float* y, int64_t m, int64_t n,
-                  int64_t k, ThreadPool& pool) {
-  // Split the output features across threads; each thread sweeps all tokens so that a block
-  // of weight rows is read from memory once per pair of tokens.
-  const int64_t blocks = (n + 3) / 4;
-  pool.parallel_for(blocks, 4, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t j0 = b * 4;
-      const int64_t wrows = std::min<int64_t>(4, n - j0);
-      for (int64_t i = 0; i < m; i += 2) {
-        const int64_t rows = std::min<int64_t>(2, m - i);
-        tile_2x4(x + i * k, rows, w + j0 * k, wrows, k, y + i * n + j0, n);
-      }
-      if (bias)
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < wrows; ++j) y[i * n + j0 + j] += bias[j0 + j];
-    }
+void gemm_portable(const float* x, const W* w, float* y, int64_t m, int64_t n0, int64_t n1,
+                   int64_t ldy, int64_t k) {
+  for (int64_t j0 = n0; j0 < n1; j0 += 4) {
+    const int64_t wrows = std::min<int64_t>(4, n1 - j0);
+    for (int64_t i = 0; i < m; i += 2)
+      tile_2x4(x + i * k, std::min<int64_t>(2, m - i), w + j0 * k, wrows, k, y + i * ldy + j0, ldy);
+  }
+}
+
+// Weight rows a task takes at least: a multiple of every kernel's tile (4 and 3 rows).
+constexpr int64_t kRowsPerUnit = 24;
+
+// Runs fn(n0, n1) over blocks of weight rows on the pool, then adds the bias.
+template <class F>
+void over_weight_rows(int64_t m, int64_t n, const float* bias, float* y, ThreadPool& pool,
+                      const F& fn) {
+  const int64_t units = (n + kRowsPerUnit - 1) / kRowsPerUnit;
+  pool.parallel_for(units, 1, [&](int64_t u0, int64_t u1) {
+    const int64_t n0 = u0 * kRowsPerUnit, n1 = std::min(n, u1 * kRowsPerUnit);
+    fn(n0, n1);
+    if (bias)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = n0; j < n1; ++j) y[i * n + j] += bias[j];
   });
 }
 
@@ -103,12 +106,49 @@ void matmul_reference(const float* x, const void* w, DType w_dtype, const float*
   }
 }
 
+size_t matmul_scratch_bytes(DType w_dtype, int64_t m, int64_t k) {
+  return w_dtype == DType::BF16 ? static_cast<size_t>(m * k) * sizeof(uint16_t) : 0;
+}
+
 void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
-                 int64_t m, int64_t n, int64_t k, ThreadPool& pool) {
-  if (w_dtype == DType::BF16)
-    matmul_tiles(x, static_cast<const uint16_t*>(w), bias, y, m, n, k, pool);
-  else
-    matmul_tiles(x, static_cast<const float*>(w), bias, y, m, n, k, pool);
+                 int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool) {
+  const Isa isa = active_isa();
+  if (w_dtype == DType::BF16) {
+    const auto* wb = static_cast<const uint16_t*>(w);
+    if (isa == Isa::Avx512Bf16) {
+      // Activations rounded to bf16 once per row, then pairs of products in vdpbf16ps.
+      auto* xb = static_cast<uint16_t*>(scratch);
+      pool.parallel_for(m, 16, [&](int64_t r0, int64_t r1) {
+        avx512bf16::to_bf16(x + r0 * k, xb + r0 * k, (r1 - r0) * k);
+      });
+      return over_weight_rows(m, n, bias, y, pool, [&](int64_t n0, int64_t n1) {
+        avx512bf16::gemm_bf16_dot(xb, wb, y, m, n0, n1, n, k);
+      });
+    }
+    return over_weight_rows(m, n, bias, y, pool, [&](int64_t n0, int64_t n1) {
+      switch (isa) {
+        case Isa::Avx512Bf16:
+        case Isa::Avx512:
+          return avx512::gemm_bf16(x, wb, y, m, n0, n1, n, k);
+        case Isa::Avx2:
+          return avx2::gemm_bf16(x, wb, y, m, n0, n1, n, k);
+        case Isa::Portable:
+          return gemm_portable(x, wb, y, m, n0, n1, n, k);
+      }
+    });
+  }
+  const auto* wf = static_cast<const float*>(w);
+  over_weight_rows(m, n, bias, y, pool, [&](int64_t n0, int64_t n1) {
+    switch (isa) {
+      case Isa::Avx512Bf16:
+      case Isa::Avx512:
+        return avx512::gemm_f32(x, wf, y, m, n0, n1, n, k);
+      case Isa::Avx2:
+        return avx2::gemm_f32(x, wf, y, m, n0, n1, n, k);
+      case Isa::Portable:
+        return gemm_portable(x, wf, y, m, n0, n1, n, k);
+    }
+  });
 }
 
 }  // namespace lathe::cpu

@@ -1,0 +1,125 @@
+// Matmul kernel micro-benchmarks (Google Benchmark): every fast kernel level this CPU runs
+// against the reference kernel and, where the build found it, OpenBLAS (cblas_sgemm, f32), on the
+// shapes of decode (one row) and of a 512-token prefill for SmolLM2-135M and a Llama-3.2-1B-shaped
+// model. Reports GFLOP/s (2 m n k per call). The figures behind the kernel choice in
+// docs/performance.md:
+//   build/bench/kernels/matmul_bench --benchmark_min_time=0.2
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/isa.h"
+#include "backends/cpu/kernels.h"
+#include "core/dtype.h"
+
+#ifdef LATHE_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace lathe {
+namespace {
+
+struct Shape3 {
+  int64_t m, n, k;
+  const char* what;
+};
+const Shape3 kShapes[] = {
+    {1, 1536, 576, "smollm2_decode_up"},      {1, 576, 1536, "smollm2_decode_down"},
+    {1, 49152, 576, "smollm2_decode_head"},   {1, 8192, 2048, "1b_decode_up"},
+    {1, 2048, 8192, "1b_decode_down"},        {512, 1536, 576, "smollm2_prefill_up"},
+    {512, 576, 1536, "smollm2_prefill_down"}, {512, 8192, 2048, "1b_prefill_up"},
+};
+
+struct Operands {
+  std::vector<float> x, wf, y;
+  std::vector<uint16_t> wb;
+};
+
+Operands operands(const Shape3& s) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1, 1);
+  Operands o;
+  o.x.resize(static_cast<size_t>(s.m * s.k));
+  o.wf.resize(static_cast<size_t>(s.n * s.k));
+  o.y.resize(static_cast<size_t>(s.m * s.n));
+  for (float& v : o.x) v = u(rng);
+  for (float& v : o.wf) v = u(rng);
+  for (float v : o.wf) o.wb.push_back(f32_to_bf16(v));
+  return o;
+}
+
+void report(benchmark::State& state, const Shape3& s) {
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(s.m * s.n * s.k),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+
+void bm_lathe(benchmark::State& state, Shape3 s, cpu::Isa isa, DType dt, int threads) {
+  cpu::set_active_isa(isa);
+  Operands o = operands(s);
+  ThreadPool pool(threads);
+  std::vector<uint8_t> scratch(cpu::matmul_scratch_bytes(dt, s.m, s.k) + 1);
+  const void* w = dt == DType::BF16 ? static_cast<const void*>(o.wb.data()) : o.wf.data();
+  for (auto _ : state) {
+    cpu::matmul_fast(o.x.data(), w, dt, nullptr, o.y.data(), s.m, s.n, s.k, scratch.data(), pool);
+    benchmark::DoNotOptimize(o.y.data());
+  }
+  report(state, s);
+}
+
+void bm_reference(benchmark::State& state, Shape3 s, DType dt) {
+  Operands o = operands(s);
+  const void* w = dt == DType::BF16 ? static_cast<const void*>(o.wb.data()) : o.wf.data();
+  for (auto _ : state) {
+    cpu::matmul_reference(o.x.data(), w, dt, nullptr, o.y.data(), s.m, s.n, s.k);
+    benchmark::DoNotOptimize(o.y.data());
+  }
+  report(state, s);
+}
+
+#ifdef LATHE_HAVE_OPENBLAS
+// f32 only: Debian's OpenBLAS 0.3.21 is built without its bf16 GEMM (cblas_sbgemm).
+void bm_openblas(benchmark::State& state, Shape3 s, int threads) {
+  Operands o = operands(s);
+  openblas_set_num_threads(threads);
+  const blasint m = static_cast<blasint>(s.m), n = static_cast<blasint>(s.n),
+                k = static_cast<blasint>(s.k);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, o.x.data(), k, o.wf.data(),
+                k, 0.0f, o.y.data(), n);
+    benchmark::DoNotOptimize(o.y.data());
+  }
+  report(state, s);
+}
+#endif
+
+bool register_all() {
+  for (const Shape3& s : kShapes)
+    for (DType dt : {DType::F32, DType::BF16}) {
+      const std::string tail = std::string(s.what) + "/" + std::string(dtype_name(dt));
+      if (s.m * s.n * s.k <= 1 << 24)
+        benchmark::RegisterBenchmark(("reference/" + tail + "/t1").c_str(), bm_reference, s, dt);
+      for (int threads : {1, 2}) {
+        const std::string t = "/t" + std::to_string(threads);
+        for (int i = 0; i <= static_cast<int>(cpu::detected_isa()); ++i) {
+          const auto isa = static_cast<cpu::Isa>(i);
+          benchmark::RegisterBenchmark(
+              (std::string("lathe_") + cpu::isa_name(isa) + "/" + tail + t).c_str(), bm_lathe, s,
+              isa, dt, threads);
+        }
+#ifdef LATHE_HAVE_OPENBLAS
+        if (dt == DType::F32)
+          benchmark::RegisterBenchmark(("openblas/" + tail + t).c_str(), bm_openblas, s, threads);
+#endif
+      }
+    }
+  return true;
+}
+const bool registered = register_all();
+
+}  // namespace
+}  // namespace lathe
+
+BENCHMARK_MAIN();

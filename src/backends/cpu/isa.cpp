@@ -1,0 +1,75 @@
+#include "backends/cpu/isa.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+
+namespace lathe::cpu {
+namespace {
+
+constexpr const char* kNames[] = {"portable", "avx2", "avx512", "avx512bf16"};
+
+Isa detect() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  // __builtin_cpu_supports also checks that the OS saves the vector state (XCR0).
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  if (avx512 && __builtin_cpu_supports("avx512bf16")) return Isa::Avx512Bf16;
+  if (avx512) return Isa::Avx512;
+  if (avx2) return Isa::Avx2;
+#endif
+  return Isa::Portable;
+}
+
+Isa from_environment() {
+  const Isa best = detected_isa();
+  const char* env = std::getenv("LATHE_CPU_ISA");
+  if (!env || !*env) return best;
+  const std::optional<Isa> want = isa_from_name(env);
+  if (!want)
+    fail("LATHE_CPU_ISA=", env, " is not a kernel level (portable, avx2, avx512, avx512bf16)");
+  if (static_cast<int>(*want) > static_cast<int>(best))
+    fail("LATHE_CPU_ISA=", env, " asks for more than this CPU has (", isa_name(best), ")");
+  return *want;
+}
+
+// -1: not chosen yet.
+std::atomic<int> g_active{-1};
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  return kNames[static_cast<int>(isa)];
+}
+
+std::optional<Isa> isa_from_name(std::string_view name) {
+  for (int i = 0; i < 4; ++i)
+    if (name == kNames[i]) return static_cast<Isa>(i);
+  return std::nullopt;
+}
+
+Isa detected_isa() {
+  static const Isa isa = detect();
+  return isa;
+}
+
+Isa active_isa() {
+  int v = g_active.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = static_cast<int>(from_environment());
+    g_active.store(v, std::memory_order_relaxed);
+  }
+  return static_cast<Isa>(v);
+}
+
+void set_active_isa(Isa isa) {
+  if (static_cast<int>(isa) > static_cast<int>(detected_isa()))
+    fail("kernel level ", isa_name(isa), " is above this CPU's (", isa_name(detected_isa()), ")");
+  g_active.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+}  // namespace lathe::cpu

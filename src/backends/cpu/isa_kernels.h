@@ -1,0 +1,65 @@
+// The kernels compiled once per instruction set (kernels_avx2.cpp, kernels_avx512.cpp), each
+// translation unit with its own -m flags. This header declares them with plain types only:
+// nothing here (and nothing those files include besides <immintrin.h>) may define an inline
+// function or template that other files also use, or the linker could keep the AVX-512 copy
+// for a machine without AVX-512. kernels.h picks among them by cpu::active_isa().
+#pragma once
+
+#include <cstdint>
+
+namespace lathe::cpu {
+
+// Causal attention for `tokens` queries at positions pos0.. over a cache of keys and values
+// [max_seq, kv_heads, head_dim] holding positions [0, pos0 + tokens). With window > 0 a
+// query at p sees keys at p - window < j <= p. q and out are [tokens, heads, head_dim].
+// With softcap > 0 each scaled score s becomes softcap * tanh(s / softcap) before the
+// softmax (Gemma2 attn_logit_softcapping). With a bias [heads, bias_stride], bias[h, j] is
+// added to head h's scaled score for key position j (ALiBi), after any capping.
+// With slots > 0 the caches are rings of `slots` rows and position j lives in row j % slots
+// (sliding-window layers); the caller keeps every visible key in the ring. `scratch` holds
+// pool-size rows (one for the reference kernel) of `scratch_stride` >= pos0 + tokens floats,
+// so the kernel allocates nothing.
+struct AttentionArgs {
+  const float* q;
+  const float* k_cache;
+  const float* v_cache;
+  float* out;
+  int64_t tokens, pos0, heads, kv_heads, head_dim, window;
+  float scale;
+  float softcap = 0.0f;
+  const float* bias = nullptr;
+  int64_t bias_stride = 0;
+  int64_t slots = 0;
+  float* scratch = nullptr;
+  int64_t scratch_stride = 0;
+};
+
+// One level's kernels, declared alike in each level's namespace. Rows [n0, n1) of
+// y[m, ldy] = x[m, k] . w[n, k]^T, without bias:
+//  - gemm_f32 / gemm_bf16: f32 activations, f32 or bf16 weights (widened exactly), fused
+//    multiply-adds in lanes of 8 or 16 summed at the end;
+//  - gemm_bf16_dot (avx512bf16 only): bf16 activations (to_bf16: rounded to nearest even)
+//    and bf16 weights, pairs multiplied exactly and summed in f32 by vdpbf16ps.
+// attend_rows computes (token, head) rows [r0, r1) of a.tokens * a.heads as
+// attention_reference does, with vector dot products; `scores` is one row of a.scratch.
+#define LATHE_DECLARE_ISA_KERNELS                                                                \
+  void gemm_f32(const float* x, const float* w, float* y, int64_t m, int64_t n0, int64_t n1,     \
+                int64_t ldy, int64_t k);                                                         \
+  void gemm_bf16(const float* x, const uint16_t* w, float* y, int64_t m, int64_t n0, int64_t n1, \
+                 int64_t ldy, int64_t k);                                                        \
+  void attend_rows(const AttentionArgs& a, int64_t r0, int64_t r1, float* scores);
+
+namespace avx2 {
+LATHE_DECLARE_ISA_KERNELS
+}
+namespace avx512 {
+LATHE_DECLARE_ISA_KERNELS
+}
+namespace avx512bf16 {
+void gemm_bf16_dot(const uint16_t* x, const uint16_t* w, float* y, int64_t m, int64_t n0,
+                   int64_t n1, int64_t ldy, int64_t k);
+void to_bf16(const float* x, uint16_t* out, int64_t n);
+}  // namespace avx512bf16
+#undef LATHE_DECLARE_ISA_KERNELS
+
+}  // namespace lathe::cpu
