@@ -227,15 +227,15 @@ int cmd_bench(int argc, char** argv) {
   }
   std::cout << "lathe bench " << dir << "\n"
             << "  " << info.architecture << ", " << dtype << " weights, " << rt->pool->size()
-            << " threads, KV cache of " << rt->max_seq << " positions"
-            << (rt->ctx.reference_kernels ? ", reference kernels" : "")
+            << (rt->pool->size() == 1 ? " thread" : " threads") << ", KV cache of " << rt->max_seq
+            << " positions" << (rt->ctx.reference_kernels ? ", reference kernels" : "")
             << (rt->ctx.eager ? ", eager" : "") << "\n"
             << "  " << cpu << "; lathe " << kLatheVersion << " (" << kLatheCommit << ")\n"
             << "  prompt " << prompt_tokens << " tokens, " << new_tokens << " new tokens, "
             << repeat << (repeat == 1 ? " run" : " runs") << "\n\n";
   std::cout << "                            median         min         max\n";
-  print_row("load", {load_seconds}, "s", 3);
-  print_row("time to first token", each(&Run::ttft), "s", 3);
+  print_row("load", {load_seconds}, "s", 4);
+  print_row("time to first token", each(&Run::ttft), "s", 4);
   print_row("prefill", each(&Run::prefill_tps), "tokens/s", 1);
   print_row("decode", each(&Run::decode_tps), "tokens/s", 1);
   print_row("decode per token", each(&Run::decode_ms), "ms", 2);
