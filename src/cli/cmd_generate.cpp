@@ -89,6 +89,8 @@ int cmd_generate(int argc, char** argv) {
       {"min-p", "P", "drop tokens below P times the top token's probability"},
       {"repetition-penalty", "R", "divide (multiply when negative) logits of seen tokens by R"},
       {"seed", "N", "random seed for sampling (default 0)"},
+      {"ignore-eos", "",
+       "never stop at an end-of-sequence token: always generate --max-new-tokens (benchmarks)"},
       {"json", "", "print one JSON object: prompt ids, generated ids, text, timings"},
       {"batch", "FILE",
        "JSON lines of {\"prompt\": TEXT} or {\"prompt_ids\": [...]} (optional "
@@ -142,7 +144,7 @@ int cmd_generate(int argc, char** argv) {
 
   GenerateOptions go;
   go.max_new_tokens = args.get_int("max-new-tokens", gc.max_new_tokens.value_or(32), 0, 1 << 20);
-  go.eos_token_ids = gc.eos_token_ids;
+  if (!args.flag("ignore-eos")) go.eos_token_ids = gc.eos_token_ids;
   SamplingOptions& s = go.sampling;
   s.do_sample = args.flag("sample") || (gc.do_sample && !args.flag("greedy"));
   s.temperature = args.get_double("temperature", gc.temperature);

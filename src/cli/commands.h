@@ -16,6 +16,7 @@ namespace lathe {
 int cmd_generate(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
 int cmd_tiny(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);

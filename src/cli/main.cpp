@@ -15,6 +15,7 @@ Runs Hugging Face checkpoints natively on CPU cores.
 commands:
   generate MODEL_DIR     generate tokens from a prompt
   logits MODEL_DIR       teacher-forced logits of a token sequence, to a safetensors file
+  bench MODEL_DIR        load time, time to first token, prefill and decode speed, peak memory
   inspect MODEL_DIR      architecture, parameters, memory, and whether lathe supports it
   tokenize DIR           JSON lines of text in, token ids out (tokenizer.json)
   detokenize DIR         JSON lines of token ids in, text out
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "generate") return cmd_generate(argc, argv);
     if (cmd == "logits") return cmd_logits(argc, argv);
+    if (cmd == "bench") return cmd_bench(argc, argv);
     if (cmd == "inspect") return cmd_inspect(argc, argv);
     if (cmd == "tiny") return cmd_tiny(argc, argv);
     if (cmd == "tokenize") return cmd_tokenize(argc, argv);
