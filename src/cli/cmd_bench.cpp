@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/cpu/isa.h"
 #include "cli/commands.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -46,7 +47,8 @@ Every run counts, the first (cold) one too: a median of 3 or more runs is not sw
 The prompt is --prompt-tokens token ids (1 + 7919 i) mod vocab_size, so no tokenizer is needed;
 decoding is greedy and ignores end-of-sequence tokens, so every run makes --new-tokens tokens.
 --json prints one object with these fields, the per-run figures ("runs") and the setting:
-model_dir, architecture, dtype, threads, max_seq, reference_kernels, eager, cpu, lathe_version,
+model_dir, architecture, dtype, threads, max_seq, reference_kernels, eager, cpu, cpu_kernels
+(the kernel level: portable, avx2, avx512 or avx512bf16, or reference), lathe_version,
 lathe_commit.
 )";
 
@@ -189,6 +191,8 @@ int cmd_bench(int argc, char** argv) {
   };
   const std::string dtype = lower(dtype_name(info.weight_dtype));
   const std::string cpu = cpu_model_name();
+  const std::string kernels =
+      rt->ctx.reference_kernels ? "reference" : cpu::isa_name(cpu::active_isa());
   if (json) {
     OrderedJson per_run = OrderedJson::array();
     for (const Run& r : runs)
@@ -208,6 +212,7 @@ int cmd_bench(int argc, char** argv) {
         {"reference_kernels", rt->ctx.reference_kernels},
         {"eager", rt->ctx.eager},
         {"cpu", cpu},
+        {"cpu_kernels", kernels},
         {"lathe_version", kLatheVersion},
         {"lathe_commit", kLatheCommit},
         {"prompt_tokens", prompt_tokens},
@@ -230,7 +235,8 @@ int cmd_bench(int argc, char** argv) {
             << (rt->pool->size() == 1 ? " thread" : " threads") << ", KV cache of " << rt->max_seq
             << " positions" << (rt->ctx.reference_kernels ? ", reference kernels" : "")
             << (rt->ctx.eager ? ", eager" : "") << "\n"
-            << "  " << cpu << "; lathe " << kLatheVersion << " (" << kLatheCommit << ")\n"
+            << "  " << cpu << ", " << kernels << " kernels; lathe " << kLatheVersion << " ("
+            << kLatheCommit << ")\n"
             << "  prompt " << prompt_tokens << " tokens, " << new_tokens << " new tokens, "
             << repeat << (repeat == 1 ? " run" : " runs") << "\n\n";
   std::cout << "                            median         min         max\n";

@@ -3,6 +3,7 @@
 #include <iterator>
 #include <thread>
 
+#include "backends/cpu/isa.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "io/json.h"
@@ -22,6 +23,7 @@ std::vector<OptionSpec> runtime_options() {
 
 std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args) {
   auto rt = std::make_unique<Runtime>();
+  cpu::active_isa();  // a bad LATHE_CPU_ISA fails here, before any loading
   ModelOptions opts;
   if (auto d = args.get("dtype")) {
     if (*d == "f32")

@@ -11,8 +11,19 @@ namespace lathe {
 
 namespace {
 
-// How long a worker spins for the next loop before it sleeps.
+// How long a thread spins for the next loop (a worker) or for the last tasks (the caller)
+// before it sleeps.
 constexpr auto kSpin = std::chrono::microseconds(200);
+
+constexpr int kTaskBits = 20;
+constexpr uint64_t kTaskMask = (uint64_t{1} << kTaskBits) - 1;
+
+uint64_t tasks_of(uint64_t s) {
+  return (s >> kTaskBits) & kTaskMask;
+}
+uint64_t next_of(uint64_t s) {
+  return s & kTaskMask;
+}
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -48,10 +59,17 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run_tasks() {
+  uint64_t s = state_.load(std::memory_order_acquire);
   for (;;) {
-    const int64_t t = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (t >= job_tasks_) return;
-    (*job_)(job_n_ * t / job_tasks_, job_n_ * (t + 1) / job_tasks_);
+    const uint64_t tasks = tasks_of(s), t = next_of(s);
+    if (t >= tasks) return;
+    if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
+                                      std::memory_order_acquire))
+      continue;
+    const int64_t n = job_n_, count = static_cast<int64_t>(tasks), i = static_cast<int64_t>(t);
+    (*job_)(n * i / count, n * (i + 1) / count);
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == count) done_.notify_one();
+    s = state_.load(std::memory_order_acquire);
   }
 }
 
@@ -65,18 +83,20 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, Job fn) {
   }
   job_ = &fn;
   job_n_ = n;
-  job_tasks_ = tasks;
-  next_task_.store(0, std::memory_order_relaxed);
-  busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
+  done_.store(0, std::memory_order_relaxed);
+  const uint32_t g = generation_.load(std::memory_order_relaxed) + 1;
+  state_.store(
+      (uint64_t{g & 0xffffff} << (2 * kTaskBits)) | (static_cast<uint64_t>(tasks) << kTaskBits),
+      std::memory_order_release);
+  generation_.store(g, std::memory_order_release);
   generation_.notify_all();
   run_tasks();
-  // Every worker checks in before fn (on this stack) may go.
-  if (!spin_until([this] { return busy_.load(std::memory_order_acquire) == 0; })) {
-    for (int b; (b = busy_.load(std::memory_order_acquire)) != 0;)
-      busy_.wait(b, std::memory_order_acquire);
-  }
-  job_ = nullptr;
+  // Every task claimed must finish before fn (on this stack) may go; a worker that wakes
+  // late finds nothing left to claim and never touches fn.
+  auto finished = [&] { return done_.load(std::memory_order_acquire) == tasks; };
+  if (!spin_until(finished))
+    for (int64_t d; (d = done_.load(std::memory_order_acquire)) != tasks;)
+      done_.wait(d, std::memory_order_acquire);
 }
 
 void ThreadPool::worker_loop() {
@@ -89,7 +109,6 @@ void ThreadPool::worker_loop() {
     seen = g;
     if (stop_.load()) return;
     run_tasks();
-    if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) busy_.notify_one();
   }
 }
 

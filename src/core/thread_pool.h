@@ -45,15 +45,19 @@ class ThreadPool {
 
  private:
   void worker_loop();
+  // Claims and runs tasks of the current loop until none is left.
   void run_tasks();
 
   std::vector<std::thread> workers_;
-  // The current loop, written before generation_ is bumped and read after it is seen.
+  // The current loop: written before state_ announces it, read by a thread only after it
+  // claimed one of its tasks (so never while the next loop is being written: that waits for
+  // every claimed task to finish).
   const Job* job_ = nullptr;
-  int64_t job_n_ = 0, job_tasks_ = 0;
-  std::atomic<int64_t> next_task_{0};
+  int64_t job_n_ = 0;
+  // generation (24 bits) | tasks (20 bits) | next task to claim (20 bits).
+  std::atomic<uint64_t> state_{0};
+  std::atomic<int64_t> done_{0};         // tasks of the current loop finished
   std::atomic<uint32_t> generation_{0};  // one more per loop; sleeping workers wait on it
-  std::atomic<int> busy_{0};             // workers not yet done with the current loop
   std::atomic<bool> stop_{false};
 };
 

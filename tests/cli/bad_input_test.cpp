@@ -2,6 +2,8 @@
 // tensor or field (issue: foundation, part 2).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 #include "io/tiny_checkpoint.h"
@@ -206,6 +208,20 @@ TEST_F(BadShards, ShardedCheckpointRuns) {
   const auto r =
       run_lathe("generate " + dir.path().string() + " --prompt-ids '[1]' --max-new-tokens 1");
   EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+// LATHE_CPU_ISA names the kernel level: an unknown one is one clear error before loading.
+TEST_F(BadShards, UnknownKernelLevel) {
+  const std::string args =
+      "generate " + dir.path().string() + " --prompt-ids '[1]' --max-new-tokens 1";
+  setenv("LATHE_CPU_ISA", "sse9", 1);
+  const auto r = run_lathe(args);
+  setenv("LATHE_CPU_ISA", "portable", 1);
+  const auto ok = run_lathe(args);
+  unsetenv("LATHE_CPU_ISA");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("LATHE_CPU_ISA=sse9 is not a kernel level"), std::string::npos) << r.out;
+  EXPECT_EQ(ok.exit_code, 0) << ok.out;
 }
 
 TEST_F(BadShards, MissingShard) {

@@ -28,7 +28,7 @@ Isa detect() {
 Isa from_environment() {
   const Isa best = detected_isa();
   const char* env = std::getenv("LATHE_CPU_ISA");
-  if (!env || !*env) return best;
+  if (!env || !*env) return default_isa();
   const std::optional<Isa> want = isa_from_name(env);
   if (!want)
     fail("LATHE_CPU_ISA=", env, " is not a kernel level (portable, avx2, avx512, avx512bf16)");
@@ -50,6 +50,12 @@ std::optional<Isa> isa_from_name(std::string_view name) {
   for (int i = 0; i < 4; ++i)
     if (name == kNames[i]) return static_cast<Isa>(i);
   return std::nullopt;
+}
+
+Isa default_isa() {
+  // Avx512Bf16 only differs in its bf16 matmul (vdpbf16ps on bf16-rounded activations), which
+  // measured no faster than widening bf16 weights to f32 (docs/performance.md): opt-in.
+  return detected_isa() == Isa::Avx512Bf16 ? Isa::Avx512 : detected_isa();
 }
 
 Isa detected_isa() {

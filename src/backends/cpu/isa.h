@@ -4,8 +4,11 @@
 //   Avx512      AVX-512 (F, BW, VL) with FMA
 //   Avx2        AVX2 with FMA
 //   Portable    baseline x86-64 (or any other CPU): GCC vector extensions, no FMA
-// LATHE_CPU_ISA=portable|avx2|avx512|avx512bf16 asks for a lower level than the CPU has
-// (comparing kernels on one machine); asking for more than the CPU has is an error.
+// The default is the best level but Avx512Bf16, which is opt-in: on the one machine measured
+// (docs/performance.md) its bf16 dot products were no faster than AVX-512 widening bf16
+// weights to f32, and they round activations to bf16. LATHE_CPU_ISA=portable|avx2|avx512|
+// avx512bf16 chooses a level (comparing kernels on one machine); asking for more than the CPU
+// has is an error.
 // The reference backend never depends on this: its kernels are plain loops.
 #pragma once
 
@@ -21,7 +24,9 @@ std::optional<Isa> isa_from_name(std::string_view name);
 
 // The best level this CPU (and its operating system) supports.
 Isa detected_isa();
-// The level the fast kernels use: LATHE_CPU_ISA, if set, else detected_isa(). Throws
+// The level used when LATHE_CPU_ISA is not set.
+Isa default_isa();
+// The level the fast kernels use: LATHE_CPU_ISA, if set, else default_isa(). Throws
 // lathe::Error when LATHE_CPU_ISA names an unknown level or one above detected_isa().
 Isa active_isa();
 // Sets the level for the rest of the process (tests that compare levels); at most
