@@ -27,6 +27,7 @@ namespace fs = std::filesystem;
 using lathe::testing::fixture_dir;
 using lathe::testing::read_file;
 using lathe::testing::run_lathe;
+using lathe::testing::run_lathe_with_full_disk;
 using lathe::testing::ScratchDir;
 using lathe::testing::write_file;
 
@@ -336,21 +337,6 @@ TEST(LabSweep, RankedModelsRunFromTheHuggingFaceCacheOrStayUntested) {
   EXPECT_EQ(rows[0].generated_tokens.size(), 32u);
   EXPECT_NE(rows[0].run_script.find("hf download org/tiny --revision main"), std::string::npos)
       << rows[0].run_script;
-}
-
-// Runs `lathe ARGS` with file writes limited to `kib` KiB (RLIMIT_FSIZE, SIGXFSZ ignored, so
-// a write past the limit fails with EFBIG as it would with ENOSPC on a full disk).
-lathe::testing::RunResult run_lathe_with_full_disk(int kib, const std::string& args) {
-  const std::string cmd = "/bin/bash -c \"trap '' XFSZ; ulimit -f " + std::to_string(kib) +
-                          "; exec " + LATHE_BINARY + " " + args + "\" 2>&1";
-  lathe::testing::RunResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
 }
 
 TEST(LabSweep, FullDiskLosesNothingAndTheNextRunRecovers) {
