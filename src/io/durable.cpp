@@ -45,24 +45,39 @@ void fsync_file(const fs::path& path) {
 }
 
 void write_file_atomic(const fs::path& path, std::string_view bytes) {
-  const fs::path tmp = fs::path(path).concat(".tmp" + std::to_string(::getpid()));
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(path.string(), ": cannot create: ", std::strerror(errno));
-  try {
-    write_all(fd, bytes, path);
-    if (::fsync(fd) != 0) fail(path.string(), ": cannot sync: ", std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail(path.string(), ": cannot rename the finished file into place: ", std::strerror(err));
-  }
-  fsync_dir(path.parent_path());
+  AtomicFile out(path);
+  out.write(bytes);
+  out.commit();
+}
+
+AtomicFile::AtomicFile(const fs::path& path)
+    : path_(path), tmp_(fs::path(path).concat(".tmp" + std::to_string(::getpid()))) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) fail(path.string(), ": is a folder, not a file");
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail(path.string(), ": cannot create: ", std::strerror(errno));
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::write(std::string_view bytes) {
+  if (fd_ < 0) fail(path_.string(), ": write after commit");
+  write_all(fd_, bytes, path_);
+}
+
+void AtomicFile::commit() {
+  if (fd_ < 0) fail(path_.string(), ": committed twice");
+  if (::fsync(fd_) != 0) fail(path_.string(), ": cannot sync: ", std::strerror(errno));
+  const int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) fail(path_.string(), ": cannot write: ", std::strerror(errno));
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+    fail(path_.string(), ": cannot rename the finished file into place: ", std::strerror(errno));
+  tmp_.clear();  // in place: nothing to remove any more
+  fsync_dir(path_.parent_path());
 }
 
 AppendLog::AppendLog(const fs::path& path) : path_(path) {

@@ -1,6 +1,8 @@
 // The command line: help, usage errors (exit 2), and each command's output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -201,6 +203,34 @@ TEST_F(CliModel, InspectReportsSupport) {
   EXPECT_EQ(moe["missing_features"][1]["feature"], "quantized weights");
   r = run_lathe("inspect " + dir.path().string());
   EXPECT_NE(r.out.find("missing:      mixture-of-experts routing"), std::string::npos) << r.out;
+}
+
+// No failure of `lathe logits` leaves its temporary file (or a partial output) behind.
+TEST_F(CliModel, LogitsFailuresLeaveNoTemporaryFile) {
+  namespace fs = std::filesystem;
+  auto leftovers = [&](const fs::path& folder) {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(folder))
+      if (e.path().filename().string().find(".tmp") != std::string::npos)
+        names.push_back(e.path().filename().string());
+    return names;
+  };
+  // --out names an existing folder.
+  fs::create_directories(dir / "out" / "taken");
+  auto r = run_lathe("logits " + dir.path().string() + " --ids '[3, 1, 4]' --out " +
+                     (dir / "out" / "taken").string());
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("taken: is a folder"), std::string::npos) << r.out;
+  EXPECT_TRUE(leftovers(dir / "out").empty());
+  // The disk fills while the file is written.
+  const auto target = dir / "out" / "logits.safetensors";
+  r = testing::run_lathe_with_full_disk(
+      8, "logits " + dir.path().string() + " --ids '[3, 1, 4, 1, 5, 9, 2, 6]' --hidden-states " +
+             "--out " + target.string());
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("logits.safetensors: cannot write"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(target));
+  EXPECT_TRUE(leftovers(dir / "out").empty()) << leftovers(dir / "out")[0];
 }
 
 }  // namespace
