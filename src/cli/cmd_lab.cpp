@@ -169,9 +169,6 @@ int lab_run(int argc, char** argv) {
   o.lathe_executable = self_executable();
   o.hf_hub = hf_hub;
   if (!args.flag("quiet")) o.progress = [](const std::string& line) { std::cerr << line << "\n"; };
-  if (!args.flag("quiet"))
-    std::cerr << "lab: " << catalog.models.size() << " models in the catalog; sweep folder "
-              << o.out.string() << "\n";
   const SweepResult r = run_sweep(catalog, o);
   if (args.flag("json")) {
     std::cout << report_json(r.rows).dump(1) << "\n";

@@ -1,6 +1,7 @@
 #include "io/durable.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -78,6 +79,31 @@ void AtomicFile::commit() {
     fail(path_.string(), ": cannot rename the finished file into place: ", std::strerror(errno));
   tmp_.clear();  // in place: nothing to remove any more
   fsync_dir(path_.parent_path());
+}
+
+FolderLock::FolderLock(const fs::path& dir, const std::string& busy_hint) {
+  const fs::path file = dir / ".lock";
+  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail(file.string(), ": cannot open the folder's lock: ", std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char holder[32] = {};
+    const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+    std::string pid(holder, n > 0 ? static_cast<size_t>(n) : 0);
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    if (err != EWOULDBLOCK) fail(file.string(), ": cannot lock the folder: ", std::strerror(err));
+    fail(dir.string(), ": another lathe process", pid.empty() ? "" : " (pid " + pid + ")",
+         " is using this folder (it holds ", file.string(), "); ", busy_hint);
+  }
+  // The holder's pid, for the message above; a failure to write it does not matter.
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, pid.data(), pid.size(), 0);
+}
+
+FolderLock::~FolderLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the flock
 }
 
 AppendLog::AppendLog(const fs::path& path) : path_(path) {

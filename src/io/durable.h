@@ -34,6 +34,22 @@ class AtomicFile {
   int fd_ = -1;
 };
 
+// An advisory lock on a folder (flock on DIR/.lock, created when missing), held while the
+// object lives; the kernel releases it when the process dies, however it dies. The lock
+// file holds the holder's process id, for the message a second taker gets.
+class FolderLock {
+ public:
+  // Throws lathe::Error naming the folder, the holder's process id and `busy_hint` when
+  // another process holds the lock.
+  FolderLock(const std::filesystem::path& dir, const std::string& busy_hint);
+  ~FolderLock();
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 // Makes a rename or a file creation in `dir` durable.
 void fsync_dir(const std::filesystem::path& dir);
 

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -275,6 +277,102 @@ TEST(LabSweep, KilledSweepResumesWithEveryRowExactlyOnce) {
   EXPECT_EQ(keys.size(), models.size());
   EXPECT_EQ(find_row(rows, "x/slow").status, "timeout");
   EXPECT_EQ(read_rows(dir / "out" / "dataset").size(), models.size());
+}
+
+// One sweep per folder: a second `lab run` into a folder a live sweep holds is refused with
+// one line (with --resume too), and the lock dies with its process, however it dies.
+TEST(LabSweep, ASecondSweepIntoALiveSweepsFolderIsRefused) {
+  ScratchDir dir("locked");
+  write_catalog_file(
+      dir / "catalog.json",
+      {tiny("llama_tied_gqa"),
+       tiny("qwen3_tied", R"(, "id": "x/slow", "inject": "hang", "timeout_seconds": 8)"),
+       tiny("qwen2_tied")});
+  const std::string out = (dir / "out").string();
+  const std::string sweep = "lab run --catalog " + (dir / "catalog.json").string() + " --out " +
+                            out + " --reference-python none --reference-cache " +
+                            (dir / "ref").string();
+  // The lock taken by another process (this test): nothing is written, one error line.
+  fs::create_directories(dir / "out");
+  const int held = ::open((dir / "out" / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+  for (const std::string extra : {"", " --resume", " --quiet"}) {
+    const auto r = lathe::testing::run_lathe_split(sweep + extra);
+    EXPECT_EQ(r.exit_code, 1) << extra << r.out << r.err;
+    EXPECT_EQ(r.err.rfind("error: " + out + ": another lathe process", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(".lock"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "out" / "rows.jsonl"));
+  EXPECT_FALSE(fs::exists(dir / "out" / "catalog.json"));
+  ::close(held);
+
+  // A live sweep holds it: the second is refused, naming the first's pid.
+  std::vector<std::string> args = {
+      "/bin/sh", "-c", std::string("exec ") + LATHE_BINARY + " " + sweep + " --quiet > /dev/null"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv.data(), environ), 0);
+  const auto journal = dir / "out" / "rows.jsonl";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline &&
+         (!fs::exists(journal) || read_journal(journal, false).empty()))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(read_journal(journal, false).size(), 1u);  // the first sweep is in x/slow now
+  const auto second = lathe::testing::run_lathe_split(sweep + " --resume");
+  EXPECT_EQ(second.exit_code, 1) << second.out << second.err;
+  EXPECT_NE(second.err.find("(pid " + std::to_string(pid) + ")"), std::string::npos) << second.err;
+  EXPECT_EQ(read_journal(journal, false).size(), 1u);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  waitpid(pid, nullptr, 0);
+
+  // Killed, the first sweep holds nothing: --resume runs the rest, every row once.
+  const auto resumed = run_lathe(sweep + " --quiet --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  const auto rows = read_journal(journal, false);
+  ASSERT_EQ(rows.size(), 3u);
+  std::set<std::string> keys;
+  for (const auto& r : rows) keys.insert(r.key());
+  EXPECT_EQ(keys.size(), 3u);
+  EXPECT_EQ(read_rows(dir / "out" / "dataset").size(), 3u);
+
+  // `lab merge` takes the same lock on its output folder.
+  fs::create_directories(dir / "merged");
+  const int merge_lock =
+      ::open((dir / "merged" / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_EQ(::flock(merge_lock, LOCK_EX | LOCK_NB), 0);
+  const auto merge = run_lathe("lab merge " + (dir / "merged").string() + " " + out);
+  EXPECT_EQ(merge.exit_code, 1) << merge.out;
+  EXPECT_NE(merge.out.find("another lathe process"), std::string::npos) << merge.out;
+  EXPECT_FALSE(fs::exists(dir / "merged" / "rows.jsonl"));
+  ::close(merge_lock);
+}
+
+// A journal holding a key twice (as two sweeps sharing a folder used to write it) is
+// reported, resumed and published with the key once.
+TEST(LabSweep, AKeyJournaledTwiceIsPublishedOnce) {
+  ScratchDir dir("twice");
+  write_catalog_file(dir / "catalog.json", {tiny("llama_tied_gqa"), tiny("qwen2_tied")});
+  const std::string sweep = "lab run --quiet --catalog " + (dir / "catalog.json").string() +
+                            " --out " + (dir / "out").string() +
+                            " --reference-python none --reference-cache " + (dir / "ref").string();
+  ASSERT_EQ(run_lathe(sweep).exit_code, 0);
+  const auto journal = dir / "out" / "rows.jsonl";
+  const std::string text = read_file(journal);
+  write_file(journal, text + text.substr(0, text.find('\n') + 1));
+  ASSERT_EQ(read_journal(journal, false).size(), 3u);
+  const auto rep = run_lathe("lab report --json " + (dir / "out").string());
+  ASSERT_EQ(rep.exit_code, 0) << rep.out;
+  EXPECT_EQ(parse_json(rep.out, "report")["rows"], 2) << rep.out;
+  const auto resumed = run_lathe(sweep + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("2 rows resumed"), std::string::npos) << resumed.out;
+  const auto rows = read_rows(dir / "out" / "dataset");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_NE(rows[0].key(), rows[1].key());
 }
 
 TEST(LabSweep, ShardsMergeIntoTheWholeSweep) {
