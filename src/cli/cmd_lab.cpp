@@ -1,4 +1,5 @@
 // lathe lab run|report|diff|merge|catalog: the compatibility lab (docs/lab.md).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -141,6 +142,10 @@ int lab_run(int argc, char** argv) {
     hf_hub = *h;
   else if (!args.flag("no-hf-cache"))
     hf_hub = default_hf_hub_cache();
+  // A folder named on the command line that is not there is an error, not an empty sweep.
+  std::error_code ec;
+  if (auto h = args.get("hf-cache"); h && !fs::is_directory(*h, ec))
+    fail(*h, ": no such folder (--hf-cache)");
   Catalog catalog;
   if (auto file = args.get("catalog")) {
     catalog = read_catalog(*file);
@@ -153,8 +158,20 @@ int lab_run(int argc, char** argv) {
         if (!rest.substr(0, p).empty()) local.emplace_back(rest.substr(0, p));
       }
     }
-    catalog = default_catalog(args.get_or("fixtures", source_path("tests/fixtures/tiny").string()),
-                              local, hf_hub);
+    for (const auto& dir : local)
+      if (!fs::is_directory(dir, ec)) fail(dir.string(), ": no such model folder (--model)");
+    const auto fixtures = args.get("fixtures");
+    const fs::path fixture_dir =
+        fixtures ? fs::path(*fixtures) : source_path("tests/fixtures/tiny");
+    if (fixtures && !fs::is_directory(fixture_dir, ec))
+      fail(*fixtures, ": no such fixture folder (--fixtures)");
+    catalog = default_catalog(fixture_dir, local, hf_hub);
+    if (fixtures && std::none_of(catalog.models.begin(), catalog.models.end(),
+                                 [](const CatalogEntry& e) { return !e.fixture.empty(); }))
+      fail(*fixtures, ": no tiny fixtures in this folder (--fixtures: folders with goldens.json)");
+    if (catalog.models.empty())
+      fail(fixture_dir.string(),
+           ": no tiny fixtures here, and no --model or Hugging Face cache models to run");
   }
   SweepOptions o;
   o.out = fs::absolute(args.get_or("out", "lab-results"));

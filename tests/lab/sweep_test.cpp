@@ -375,6 +375,28 @@ TEST(LabSweep, AKeyJournaledTwiceIsPublishedOnce) {
   EXPECT_NE(rows[0].key(), rows[1].key());
 }
 
+// A folder named on the command line that is not there is an error naming it, not a sweep
+// of nothing that exits 0.
+TEST(LabSweep, MissingFixturesOrModelFoldersAreErrors) {
+  ScratchDir dir("missing");
+  fs::create_directories(dir / "empty");
+  for (const auto& [option, path] :
+       {std::pair<std::string, std::string>{"--fixtures", "/nonexistent/fixtures"},
+        {"--fixtures", (dir / "empty").string()},
+        {"--model", "/nonexistent/model"},
+        {"--model", fixture_dir("qwen3_tied") + ",/nonexistent/model"},
+        {"--hf-cache", "/nonexistent/hub"}}) {
+    const auto r = lathe::testing::run_lathe_split("lab run --reference-python none " + option +
+                                                   " " + path + " --out " + (dir / "out").string());
+    EXPECT_EQ(r.exit_code, 1) << option << " " << path << ": " << r.out << r.err;
+    const std::string named = path.substr(path.rfind(',') + 1);
+    EXPECT_EQ(r.err.rfind("error: " + named + ": ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(option), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "out")) << option;
+  }
+}
+
 TEST(LabSweep, ShardsMergeIntoTheWholeSweep) {
   ScratchDir dir("shards");
   std::vector<std::string> models = {tiny("llama_tied_gqa"), tiny("qwen2_tied"), tiny("gemma_tied"),
