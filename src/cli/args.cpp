@@ -1,7 +1,9 @@
 #include "cli/args.h"
 
 #include <charconv>
+#include <cmath>
 #include <sstream>
+#include <stdexcept>
 
 #include "core/error.h"
 
@@ -99,16 +101,33 @@ int64_t Args::get_int(const std::string& name, int64_t fallback, int64_t min, in
   return out;
 }
 
-double Args::get_double(const std::string& name, double fallback) const {
+double Args::get_double(const std::string& name, double fallback, double min, double max,
+                        bool min_open) const {
   auto v = get(name);
   if (!v) return fallback;
+  double d = 0;
   try {
     size_t used = 0;
-    const double d = std::stod(*v, &used);
-    if (used == v->size()) return d;
+    d = std::stod(*v, &used);
+    if (used != v->size()) throw std::invalid_argument("trailing characters");
+  } catch (const std::out_of_range&) {
+    d = std::numeric_limits<double>::infinity();  // beyond a double: refused below
   } catch (const std::exception&) {
+    throw UsageError(cat("lathe ", command_, ": --", name, " needs a number, got \"", *v, "\""));
   }
-  throw UsageError(cat("lathe ", command_, ": --", name, " needs a number, got \"", *v, "\""));
+  if (!std::isfinite(d))
+    throw UsageError(
+        cat("lathe ", command_, ": --", name, " needs a finite number, got \"", *v, "\""));
+  if (d < min || d > max || (min_open && d == min)) {
+    const bool bounded = max != std::numeric_limits<double>::infinity();
+    std::ostringstream range;
+    if (bounded)
+      range << "in " << (min_open ? "(" : "[") << min << ", " << max << "]";
+    else
+      range << (min_open ? "> " : ">= ") << min;
+    throw UsageError(cat("lathe ", command_, ": --", name, " must be ", range.str(), ", got ", *v));
+  }
+  return d;
 }
 
 }  // namespace lathe

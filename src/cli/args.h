@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,7 +33,12 @@ class Args {
   std::optional<std::string> get(const std::string& name) const;
   std::string get_or(const std::string& name, const std::string& fallback) const;
   int64_t get_int(const std::string& name, int64_t fallback, int64_t min, int64_t max) const;
-  double get_double(const std::string& name, double fallback) const;
+  // A finite number (nan and inf are usage errors), within [min, max] (min excluded when
+  // `min_open`).
+  double get_double(const std::string& name, double fallback,
+                    double min = -std::numeric_limits<double>::infinity(),
+                    double max = std::numeric_limits<double>::infinity(),
+                    bool min_open = false) const;
 
  private:
   const OptionSpec* find(const std::string& name) const;

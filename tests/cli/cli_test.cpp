@@ -205,6 +205,29 @@ TEST_F(CliModel, InspectReportsSupport) {
   EXPECT_NE(r.out.find("missing:      mixture-of-experts routing"), std::string::npos) << r.out;
 }
 
+// Non-finite or out-of-range sampling parameters are usage errors (exit 2, one line naming
+// the option), checked before the model is loaded; nan once made every token 0.
+TEST_F(CliModel, SamplingParametersMustBeFiniteAndInRange) {
+  for (const std::string bad :
+       {"--temperature nan", "--temperature inf", "--temperature -inf", "--temperature 1e999",
+        "--temperature 0", "--temperature -1", "--top-p nan", "--top-p inf", "--top-p 0",
+        "--top-p 1.5", "--min-p nan", "--min-p -0.1", "--min-p 2", "--repetition-penalty nan",
+        "--repetition-penalty 0", "--repetition-penalty -1", "--top-k -1", "--top-k nan"}) {
+    for (const std::string& model : {dir.path().string(), std::string("/nonexistent")}) {
+      const auto r =
+          testing::run_lathe_split("generate " + model + " --prompt-ids '[1, 2]' --sample " + bad);
+      EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.out << r.err;
+      EXPECT_NE(r.err.find(bad.substr(0, bad.find(' '))), std::string::npos) << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+      EXPECT_EQ(r.out, "") << bad;
+    }
+  }
+  const auto ok = run_lathe("generate " + dir.path().string() +
+                            " --prompt-ids '[1, 2]' --sample --temperature 0.5 --top-p 1 "
+                            "--min-p 0 --repetition-penalty 1.1 --max-new-tokens 2");
+  EXPECT_EQ(ok.exit_code, 0) << ok.out;
+}
+
 // No failure of `lathe logits` leaves its temporary file (or a partial output) behind.
 TEST_F(CliModel, LogitsFailuresLeaveNoTemporaryFile) {
   namespace fs = std::filesystem;
