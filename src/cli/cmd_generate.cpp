@@ -36,7 +36,7 @@ std::vector<BatchRequest> read_batch(const std::string& path, const Tokenizer* t
       if (!tokenizer) fail(origin, ": field \"prompt\" needs the folder's tokenizer.json");
       r.prompt = tokenizer->encode(f.get<std::string>("prompt"), true);
     } else {
-      r.prompt = parse_ids(f.at("prompt_ids").dump(), origin + " prompt_ids");
+      r.prompt = ids_from_json(f.at("prompt_ids"), origin, "field \"prompt_ids\"");
     }
     r.max_new_tokens = f.get_or<int64_t>("max_new_tokens", default_new_tokens);
     if (r.max_new_tokens < 0 || r.max_new_tokens > (1 << 20))

@@ -228,6 +228,23 @@ TEST_F(CliModel, SamplingParametersMustBeFiniteAndInRange) {
   EXPECT_EQ(ok.exit_code, 0) << ok.out;
 }
 
+// --ids and --prompt-ids take JSON or @FILE; a bare file name is answered with the hint.
+TEST_F(CliModel, IdsWithoutTheAtSignSayHowToReadAFile) {
+  const auto file = dir / "ids.json";
+  testing::write_file(file, "[1, 2, 3]");
+  auto r = run_lathe("logits " + dir.path().string() + " --ids " + file.string() + " --out " +
+                     (dir / "l.safetensors").string());
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("use @" + file.string() + " to read a file"), std::string::npos) << r.out;
+  r = run_lathe("generate " + dir.path().string() + " --prompt-ids no-such-ids.json");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("use @FILE to read a file"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("json.exception"), std::string::npos) << r.out;
+  r = run_lathe("generate " + dir.path().string() + " --prompt-ids @" + file.string() +
+                " --max-new-tokens 1");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
 // No failure of `lathe logits` leaves its temporary file (or a partial output) behind.
 TEST_F(CliModel, LogitsFailuresLeaveNoTemporaryFile) {
   namespace fs = std::filesystem;
