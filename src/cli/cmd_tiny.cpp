@@ -56,6 +56,8 @@ int tiny_check(int argc, char** argv) {
   for (const auto& e : fs::directory_iterator(root))
     if (fs::exists(e.path() / "goldens.json")) fixtures.push_back(e.path());
   std::sort(fixtures.begin(), fixtures.end());
+  if (fixtures.empty())
+    fail(root.string(), ": no tiny fixtures in this folder (folders with goldens.json)");
   const DType storage = parse_storage(args.get_or("storage", "f32"));
   const double tolerance = storage == DType::F32 ? kF32Nmse : kBf16Nmse;
   const int threads = static_cast<int>(args.get_int("threads", 2, 1, 1024));
@@ -81,7 +83,11 @@ int tiny_check(int argc, char** argv) {
   fs::remove_all(work);
   std::printf("%zu fixtures, %d failed (tolerance NMSE %.0e, %s weights)\n", fixtures.size(),
               failures, tolerance, std::string(dtype_name(storage)).c_str());
-  return failures ? 1 : 0;
+  if (!failures) return 0;
+  std::fflush(stdout);
+  std::cerr << "error: " << failures << " of " << fixtures.size()
+            << " tiny fixtures differ from their transformers goldens (the table above)\n";
+  return 1;
 }
 
 }  // namespace

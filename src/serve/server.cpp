@@ -255,7 +255,8 @@ int serve(const ServeOptions& opts) {
   const bool ok = svr.listen_after_bind();
   pthread_kill(stopper.native_handle(), SIGTERM);  // wakes the stopper when listening failed
   stopper.join();
-  return ok ? 0 : 1;
+  if (!ok) fail(opts.host, ":", port, ": the server stopped: accepting connections failed");
+  return 0;
 }
 
 }  // namespace lathe

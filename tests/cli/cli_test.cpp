@@ -273,5 +273,59 @@ TEST_F(CliModel, LogitsFailuresLeaveNoTemporaryFile) {
   EXPECT_TRUE(leftovers(dir / "out").empty()) << leftovers(dir / "out")[0];
 }
 
+// docs/errors.md: every failing command writes its error to stderr, one line for exit code 1.
+TEST_F(CliModel, EveryFailingCommandWritesItsErrorToStderr) {
+  namespace fs = std::filesystem;
+  ScratchDir scratch("failing");
+  // An unsupported checkpoint: inspect prints its report on stdout and the reason on stderr.
+  fs::copy(dir.path(), scratch / "mamba");
+  Json cfg = Json::parse(testing::read_file(scratch / "mamba" / "config.json"));
+  cfg["architectures"] = {"MambaForCausalLM"};
+  testing::write_file(scratch / "mamba" / "config.json", cfg.dump());
+  // A fixture whose goldens disagree with what lathe computes.
+  fs::create_directories(scratch / "fixtures");
+  fs::copy(testing::fixture_dir("qwen3_tied"), scratch / "fixtures" / "qwen3_tied");
+  Json golden = Json::parse(testing::read_file(scratch / "fixtures/qwen3_tied/goldens.json"));
+  for (auto& t : golden["greedy_tokens"]) t = (t.get<int>() + 1) % 128;
+  testing::write_file(scratch / "fixtures/qwen3_tied/goldens.json", golden.dump());
+  fs::create_directories(scratch / "empty");
+  const std::string model = dir.path().string(), s = scratch.path().string();
+  const std::vector<std::pair<std::string, std::string>> failing = {
+      {"inspect " + s + "/mamba", "MambaForCausalLM"},
+      {"inspect " + s + "/mamba --json", "MambaForCausalLM"},
+      {"inspect /nonexistent", "/nonexistent"},
+      {"generate /nonexistent --prompt-ids '[1]'", "/nonexistent"},
+      {"generate " + model + " --prompt-ids '[1, 999]'", "999"},
+      {"logits " + model + " --ids '[]' --out " + s + "/l.safetensors", "empty"},
+      {"tokenize /nonexistent < /dev/null", "/nonexistent"},
+      {"detokenize /nonexistent < /dev/null", "/nonexistent"},
+      {"chat-template " + model + " < /dev/null", "no chat template"},
+      {"tiny build /nonexistent " + s + "/t", "/nonexistent"},
+      {"tiny check --fixtures " + s + "/fixtures", "1 of 1 tiny fixtures"},
+      {"tiny check --fixtures " + s + "/empty", "no tiny fixtures"},
+      {"lab report " + s + "/empty", "no lab rows"},
+      {"lab diff " + s + "/empty " + s + "/empty", "no lab rows"},
+      {"lab merge " + s + "/merged " + s + "/empty", "no lab rows"},
+      {"lab run --fixtures /nonexistent --out " + s + "/o", "/nonexistent"},
+      {"lab serve --port 0 --web " + s + "/empty", "index.html"},
+  };
+  for (const auto& [args, names] : failing) {
+    const auto r = testing::run_lathe_split(args);
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << args << ": stderr is \"" << r.err << "\"";
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(names), std::string::npos) << args << ": " << r.err;
+  }
+  // Usage errors: exit code 2, the message on stderr.
+  for (const std::string& args :
+       std::vector<std::string>{"generate " + model, "architectures --bogus", "lab diff x",
+                                "lab run --shard 3/2", "tiny frobnicate"}) {
+    const auto r = testing::run_lathe_split(args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.out << r.err;
+    EXPECT_FALSE(r.err.empty()) << args;
+    EXPECT_EQ(r.out, "") << args;
+  }
+}
+
 }  // namespace
 }  // namespace lathe
