@@ -22,7 +22,8 @@ class Args {
   Args(std::string command, std::string summary, std::vector<std::string> positionals,
        std::vector<OptionSpec> options);
 
-  // Parses argv[first..]. Sets help() when --help or -h is present.
+  // Parses argv[first..]. Sets help() when --help or -h is present. A last positional named
+  // "NAME..." takes any number of values, none included (shown as [NAME ...]).
   void parse(int argc, char** argv, int first);
   bool help() const { return help_; }
   std::string usage() const;
@@ -42,6 +43,7 @@ class Args {
 
  private:
   const OptionSpec* find(const std::string& name) const;
+  std::string positional_usage() const;  // " A B [C ...]"
 
   std::string command_, summary_;
   std::vector<std::string> positional_names_;

@@ -29,9 +29,20 @@ subcommands:
   run                  run a sweep (default: the bundled catalog of tiny models)
   report [PATH ...]    coverage by architecture and status (Markdown, or --json)
   diff A B             what passed in A and fails in B, and the reverse
-  merge OUT IN ...     merge sweeps (e.g. the shards of a job array) into one dataset
+  merge OUT IN [IN ...]
+                       merge sweeps (e.g. the shards of a job array) into one dataset
   catalog refresh      read the Hub's model listing into catalog files
   serve                the explorer: a web page and JSON API over the dataset (localhost)
+
+lathe lab SUBCOMMAND --help describes each.
+)";
+
+const char* kCatalogUsage = R"(usage: lathe lab catalog SUBCOMMAND [ARGS] [--help]
+
+Catalog files: which models a sweep runs (docs/lab.md).
+
+subcommands:
+  refresh              read the Hub's model listing into catalog files (see --help)
 )";
 
 fs::path source_path(const std::string& relative) {
@@ -296,8 +307,15 @@ int lab_merge(int argc, char** argv) {
 
 int lab_catalog(int argc, char** argv) {
   const std::string sub = argc > 3 ? argv[3] : "";
-  if (sub != "refresh")
-    throw UsageError("usage: lathe lab catalog refresh [--endpoint URL] [--out DIR] ...");
+  if (sub == "--help" || sub == "-h" || sub == "help") {
+    std::cout << kCatalogUsage;
+    return 0;
+  }
+  if (sub != "refresh") {
+    std::cerr << (sub.empty() ? "" : "lathe lab catalog: unknown subcommand \"" + sub + "\"\n")
+              << kCatalogUsage;
+    return 2;
+  }
   Args args("lab catalog refresh",
             "Reads the Hub's public model listing (trending and downloads rankings per task) "
             "into catalog files OUT/<task>-<view>.json.",

@@ -1,5 +1,5 @@
 // lathe tiny build FIXTURE OUT     regenerate a tiny checkpoint from its fixture
-// lathe tiny check [FIXTURE ...]   run fixtures against their transformers goldens
+// lathe tiny check [--fixtures DIR] run fixtures against their transformers goldens
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -11,6 +11,17 @@
 namespace lathe {
 namespace fs = std::filesystem;
 namespace {
+
+const char* kTinyUsage = R"(usage: lathe tiny SUBCOMMAND [ARGS] [--help]
+
+Tiny checkpoints: small random models of each architecture, regenerated from a seed, with
+goldens transformers made for them (tests/fixtures/tiny, docs/testing.md).
+
+subcommands:
+  build FIXTURE OUT    write the checkpoint of one fixture to the folder OUT
+  check [--fixtures DIR] [--storage f32|bf16]
+                       build every fixture, run it and compare with its goldens
+)";
 
 DType parse_storage(const std::string& s) {
   if (s == "f32") return DType::F32;
@@ -96,7 +107,13 @@ int cmd_tiny(int argc, char** argv) {
   const std::string sub = argc > 2 ? argv[2] : "";
   if (sub == "build") return tiny_build(argc, argv);
   if (sub == "check") return tiny_check(argc, argv);
-  throw UsageError("usage: lathe tiny build FIXTURE OUT | lathe tiny check [--fixtures DIR]");
+  if (sub == "--help" || sub == "-h" || sub == "help") {
+    std::cout << kTinyUsage;
+    return 0;
+  }
+  std::cerr << (sub.empty() ? "" : "lathe tiny: unknown subcommand \"" + sub + "\"\n")
+            << kTinyUsage;
+  return 2;
 }
 
 }  // namespace lathe

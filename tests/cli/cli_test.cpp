@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/version.h"
 #include "io/safetensors.h"
 #include "io/tiny_checkpoint.h"
 #include "support/run.h"
@@ -30,6 +31,64 @@ TEST(Cli, HelpAndUsageErrors) {
   r = run_lathe("generate /nonexistent --prompt-ids '[1]'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("/nonexistent: not a directory"), std::string::npos) << r.out;
+}
+
+// Every command and subcommand answers --help (and `lathe help ...`) with exit code 0 and
+// its full help, no line longer than 100 columns; usage lines say which arguments are optional.
+TEST(Cli, EveryHelpExitsZeroWithFullHelpWrapped) {
+  const std::vector<std::string> commands = {"",
+                                             "generate",
+                                             "logits",
+                                             "inspect",
+                                             "tokenize",
+                                             "detokenize",
+                                             "chat-template",
+                                             "architectures",
+                                             "tiny",
+                                             "tiny build",
+                                             "tiny check",
+                                             "lab",
+                                             "lab run",
+                                             "lab report",
+                                             "lab diff",
+                                             "lab merge",
+                                             "lab catalog",
+                                             "lab catalog refresh",
+                                             "lab serve"};
+  for (const auto& c : commands) {
+    const auto r = testing::run_lathe_split(c + (c.empty() ? "" : " ") + "--help");
+    EXPECT_EQ(r.exit_code, 0) << c << ": " << r.out << r.err;
+    EXPECT_EQ(r.err, "") << c;
+    EXPECT_EQ(r.out.rfind("usage: lathe " + (c.empty() ? "COMMAND" : c), 0), 0u) << c << r.out;
+    EXPECT_GT(std::count(r.out.begin(), r.out.end(), '\n'), 4) << c << ": not the full help";
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+      EXPECT_LE(line.size(), 100u) << c << ": " << line;
+    if (!c.empty()) {
+      const auto h = testing::run_lathe_split("help " + c);
+      EXPECT_EQ(h.exit_code, 0) << c;
+      EXPECT_EQ(h.out, r.out) << "lathe help " << c << " differs from " << c << " --help";
+    }
+  }
+  EXPECT_NE(run_lathe("--help").out.find("serve"), std::string::npos);
+  EXPECT_NE(run_lathe("lab report --help").out.find("usage: lathe lab report [PATH ...] "),
+            std::string::npos);
+  EXPECT_NE(run_lathe("lab merge --help").out.find("usage: lathe lab merge OUT IN [IN ...] "),
+            std::string::npos);
+  // Without a subcommand: a usage error, with the help on stderr.
+  for (const char* c : {"tiny", "lab", "lab catalog"}) {
+    const auto r = testing::run_lathe_split(c);
+    EXPECT_EQ(r.exit_code, 2) << c;
+    EXPECT_NE(r.err.find("usage: lathe"), std::string::npos) << c << r.err;
+  }
+  EXPECT_EQ(run_lathe("help frobnicate").exit_code, 2);
+}
+
+TEST(Cli, VersionPrintsTheVersionAndCommit) {
+  const auto r = testing::run_lathe_split("--version");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind(std::string("lathe ") + kLatheVersion + " (commit ", 0), 0u) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
 }
 
 // The support table is generated from the registry: regenerate with
