@@ -1,4 +1,4 @@
-// lathe lab run|report|diff|merge|catalog: the compatibility lab (docs/lab.md).
+// lathe lab run|report|diff|merge|catalog|serve: the compatibility lab (docs/lab.md).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
