@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -35,7 +36,7 @@ std::vector<BatchRequest> read_batch(const std::string& path, const Tokenizer* t
       if (!tokenizer) fail(origin, ": field \"prompt\" needs the folder's tokenizer.json");
       r.prompt = tokenizer->encode(f.get<std::string>("prompt"), true);
     } else {
-      r.prompt = parse_ids(f.at("prompt_ids").dump(), origin + " prompt_ids");
+      r.prompt = ids_from_json(f.at("prompt_ids"), origin, "field \"prompt_ids\"");
     }
     r.max_new_tokens = f.get_or<int64_t>("max_new_tokens", default_new_tokens);
     if (r.max_new_tokens < 0 || r.max_new_tokens > (1 << 20))
@@ -69,6 +70,33 @@ void run_batch(Runtime& rt, const std::vector<BatchRequest>& requests,
                 {"text", tokenizer ? tokenizer->decode(r.tokens, true) : ""}};
     std::cout << out.dump() << "\n";
   }
+}
+
+// The sampling options given on the command line, checked before anything is loaded; those
+// not given come from generation_config.json.
+struct SamplingArgs {
+  std::optional<double> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int64_t> top_k;
+  uint64_t seed = 0;
+};
+
+SamplingArgs read_sampling_args(const Args& args) {
+  // The ranges transformers' logits processors accept; nan and inf are refused, as they
+  // would turn every probability into nan.
+  const double inf = std::numeric_limits<double>::infinity();
+  auto number = [&](const char* name, double min, double max,
+                    bool min_open) -> std::optional<double> {
+    if (!args.has(name)) return std::nullopt;
+    return args.get_double(name, 0, min, max, min_open);
+  };
+  SamplingArgs s;
+  s.temperature = number("temperature", 0, inf, true);
+  s.top_p = number("top-p", 0, 1, true);
+  s.min_p = number("min-p", 0, 1, false);
+  s.repetition_penalty = number("repetition-penalty", 0, inf, true);
+  if (args.has("top-k")) s.top_k = args.get_int("top-k", 0, 0, int64_t{1} << 31);
+  s.seed = static_cast<uint64_t>(args.get_int("seed", 0, 0, INT64_MAX));
+  return s;
 }
 
 }  // namespace
@@ -110,6 +138,7 @@ int cmd_generate(int argc, char** argv) {
         "lathe generate: give one of --prompt, --prompt-file, --prompt-ids or --batch");
   if (args.has("batch") && (args.flag("chat") || args.has("system")))
     throw UsageError("lathe generate: --batch takes no --chat or --system");
+  const SamplingArgs sampling = read_sampling_args(args);
   std::optional<std::string> text = args.get("prompt");
   if (auto file = args.get("prompt-file")) text = read_text_file(*file);
   if ((args.flag("chat") || args.has("system")) && !text)
@@ -147,12 +176,12 @@ int cmd_generate(int argc, char** argv) {
   if (!args.flag("ignore-eos")) go.eos_token_ids = gc.eos_token_ids;
   SamplingOptions& s = go.sampling;
   s.do_sample = args.flag("sample") || (gc.do_sample && !args.flag("greedy"));
-  s.temperature = args.get_double("temperature", gc.temperature);
-  s.top_k = args.get_int("top-k", gc.top_k, 0, int64_t{1} << 31);
-  s.top_p = args.get_double("top-p", gc.top_p);
-  s.min_p = args.get_double("min-p", gc.min_p);
-  s.repetition_penalty = args.get_double("repetition-penalty", gc.repetition_penalty);
-  s.seed = static_cast<uint64_t>(args.get_int("seed", 0, 0, INT64_MAX));
+  s.temperature = sampling.temperature.value_or(gc.temperature);
+  s.top_k = sampling.top_k.value_or(gc.top_k);
+  s.top_p = sampling.top_p.value_or(gc.top_p);
+  s.min_p = sampling.min_p.value_or(gc.min_p);
+  s.repetition_penalty = sampling.repetition_penalty.value_or(gc.repetition_penalty);
+  s.seed = sampling.seed;
   if (auto batch = args.get("batch")) {
     const auto requests = read_batch(*batch, tokenizer ? &*tokenizer : nullptr, go.max_new_tokens);
     run_batch(*rt, requests, tokenizer, go);

@@ -106,7 +106,11 @@ int cmd_inspect(int argc, char** argv) {
                   << f["evidence"].get<std::string>() << ")\n";
     }
   }
-  return out["supported"].get<bool>() ? 0 : 1;
+  if (out["supported"].get<bool>()) return 0;
+  // The report above is the answer; the failure is also the one error line on stderr that
+  // every failing command writes (docs/errors.md).
+  std::cerr << "error: " << out["reason"].get<std::string>() << "\n";
+  return 1;
 }
 
 }  // namespace lathe

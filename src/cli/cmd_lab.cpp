@@ -1,4 +1,5 @@
-// lathe lab run|report|diff|merge|catalog: the compatibility lab (docs/lab.md).
+// lathe lab run|report|diff|merge|catalog|serve: the compatibility lab (docs/lab.md).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -28,9 +29,20 @@ subcommands:
   run                  run a sweep (default: the bundled catalog of tiny models)
   report [PATH ...]    coverage by architecture and status (Markdown, or --json)
   diff A B             what passed in A and fails in B, and the reverse
-  merge OUT IN ...     merge sweeps (e.g. the shards of a job array) into one dataset
+  merge OUT IN [IN ...]
+                       merge sweeps (e.g. the shards of a job array) into one dataset
   catalog refresh      read the Hub's model listing into catalog files
   serve                the explorer: a web page and JSON API over the dataset (localhost)
+
+lathe lab SUBCOMMAND --help describes each.
+)";
+
+const char* kCatalogUsage = R"(usage: lathe lab catalog SUBCOMMAND [ARGS] [--help]
+
+Catalog files: which models a sweep runs (docs/lab.md).
+
+subcommands:
+  refresh              read the Hub's model listing into catalog files (see --help)
 )";
 
 fs::path source_path(const std::string& relative) {
@@ -141,6 +153,10 @@ int lab_run(int argc, char** argv) {
     hf_hub = *h;
   else if (!args.flag("no-hf-cache"))
     hf_hub = default_hf_hub_cache();
+  // A folder named on the command line that is not there is an error, not an empty sweep.
+  std::error_code ec;
+  if (auto h = args.get("hf-cache"); h && !fs::is_directory(*h, ec))
+    fail(*h, ": no such folder (--hf-cache)");
   Catalog catalog;
   if (auto file = args.get("catalog")) {
     catalog = read_catalog(*file);
@@ -153,8 +169,20 @@ int lab_run(int argc, char** argv) {
         if (!rest.substr(0, p).empty()) local.emplace_back(rest.substr(0, p));
       }
     }
-    catalog = default_catalog(args.get_or("fixtures", source_path("tests/fixtures/tiny").string()),
-                              local, hf_hub);
+    for (const auto& dir : local)
+      if (!fs::is_directory(dir, ec)) fail(dir.string(), ": no such model folder (--model)");
+    const auto fixtures = args.get("fixtures");
+    const fs::path fixture_dir =
+        fixtures ? fs::path(*fixtures) : source_path("tests/fixtures/tiny");
+    if (fixtures && !fs::is_directory(fixture_dir, ec))
+      fail(*fixtures, ": no such fixture folder (--fixtures)");
+    catalog = default_catalog(fixture_dir, local, hf_hub);
+    if (fixtures && std::none_of(catalog.models.begin(), catalog.models.end(),
+                                 [](const CatalogEntry& e) { return !e.fixture.empty(); }))
+      fail(*fixtures, ": no tiny fixtures in this folder (--fixtures: folders with goldens.json)");
+    if (catalog.models.empty())
+      fail(fixture_dir.string(),
+           ": no tiny fixtures here, and no --model or Hugging Face cache models to run");
   }
   SweepOptions o;
   o.out = fs::absolute(args.get_or("out", "lab-results"));
@@ -169,9 +197,6 @@ int lab_run(int argc, char** argv) {
   o.lathe_executable = self_executable();
   o.hf_hub = hf_hub;
   if (!args.flag("quiet")) o.progress = [](const std::string& line) { std::cerr << line << "\n"; };
-  if (!args.flag("quiet"))
-    std::cerr << "lab: " << catalog.models.size() << " models in the catalog; sweep folder "
-              << o.out.string() << "\n";
   const SweepResult r = run_sweep(catalog, o);
   if (args.flag("json")) {
     std::cout << report_json(r.rows).dump(1) << "\n";
@@ -282,8 +307,15 @@ int lab_merge(int argc, char** argv) {
 
 int lab_catalog(int argc, char** argv) {
   const std::string sub = argc > 3 ? argv[3] : "";
-  if (sub != "refresh")
-    throw UsageError("usage: lathe lab catalog refresh [--endpoint URL] [--out DIR] ...");
+  if (sub == "--help" || sub == "-h" || sub == "help") {
+    std::cout << kCatalogUsage;
+    return 0;
+  }
+  if (sub != "refresh") {
+    std::cerr << (sub.empty() ? "" : "lathe lab catalog: unknown subcommand \"" + sub + "\"\n")
+              << kCatalogUsage;
+    return 2;
+  }
   Args args("lab catalog refresh",
             "Reads the Hub's public model listing (trending and downloads rankings per task) "
             "into catalog files OUT/<task>-<view>.json.",

@@ -1,4 +1,5 @@
 // lathe logits MODEL_DIR --ids FILE.json --out FILE.safetensors [--hidden-states]
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -23,6 +24,10 @@ int cmd_logits(int argc, char** argv) {
   }
   if (!args.has("ids") || !args.has("out"))
     throw UsageError("lathe logits: --ids and --out are required");
+  const std::filesystem::path out = *args.get("out");
+  std::error_code ec;
+  if (std::filesystem::is_directory(out, ec))
+    fail(out.string(), ": is a folder; --out names the safetensors file to write");
   const auto ids = parse_ids(*args.get("ids"), "--ids");
   if (ids.empty()) fail("--ids: the sequence is empty");
   auto rt = load_runtime(args.positionals()[0], args);
@@ -38,7 +43,7 @@ int cmd_logits(int argc, char** argv) {
   Tensor logits =
       rt->model->forward(rt->ctx, ids, cache, true, args.flag("hidden-states") ? &trace : nullptr);
   tensors.insert(tensors.begin(), {"logits", logits});
-  write_safetensors(*args.get("out"), tensors);
+  write_safetensors(out, tensors);  // no temporary file is left when this fails
   return 0;
 }
 

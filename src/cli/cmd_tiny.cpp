@@ -1,5 +1,5 @@
 // lathe tiny build FIXTURE OUT     regenerate a tiny checkpoint from its fixture
-// lathe tiny check [FIXTURE ...]   run fixtures against their transformers goldens
+// lathe tiny check [--fixtures DIR] run fixtures against their transformers goldens
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -11,6 +11,17 @@
 namespace lathe {
 namespace fs = std::filesystem;
 namespace {
+
+const char* kTinyUsage = R"(usage: lathe tiny SUBCOMMAND [ARGS] [--help]
+
+Tiny checkpoints: small random models of each architecture, regenerated from a seed, with
+goldens transformers made for them (tests/fixtures/tiny, docs/testing.md).
+
+subcommands:
+  build FIXTURE OUT    write the checkpoint of one fixture to the folder OUT
+  check [--fixtures DIR] [--storage f32|bf16]
+                       build every fixture, run it and compare with its goldens
+)";
 
 DType parse_storage(const std::string& s) {
   if (s == "f32") return DType::F32;
@@ -56,6 +67,8 @@ int tiny_check(int argc, char** argv) {
   for (const auto& e : fs::directory_iterator(root))
     if (fs::exists(e.path() / "goldens.json")) fixtures.push_back(e.path());
   std::sort(fixtures.begin(), fixtures.end());
+  if (fixtures.empty())
+    fail(root.string(), ": no tiny fixtures in this folder (folders with goldens.json)");
   const DType storage = parse_storage(args.get_or("storage", "f32"));
   const double tolerance = storage == DType::F32 ? kF32Nmse : kBf16Nmse;
   const int threads = static_cast<int>(args.get_int("threads", 2, 1, 1024));
@@ -81,7 +94,11 @@ int tiny_check(int argc, char** argv) {
   fs::remove_all(work);
   std::printf("%zu fixtures, %d failed (tolerance NMSE %.0e, %s weights)\n", fixtures.size(),
               failures, tolerance, std::string(dtype_name(storage)).c_str());
-  return failures ? 1 : 0;
+  if (!failures) return 0;
+  std::fflush(stdout);
+  std::cerr << "error: " << failures << " of " << fixtures.size()
+            << " tiny fixtures differ from their transformers goldens (the table above)\n";
+  return 1;
 }
 
 }  // namespace
@@ -90,7 +107,13 @@ int cmd_tiny(int argc, char** argv) {
   const std::string sub = argc > 2 ? argv[2] : "";
   if (sub == "build") return tiny_build(argc, argv);
   if (sub == "check") return tiny_check(argc, argv);
-  throw UsageError("usage: lathe tiny build FIXTURE OUT | lathe tiny check [--fixtures DIR]");
+  if (sub == "--help" || sub == "-h" || sub == "help") {
+    std::cout << kTinyUsage;
+    return 0;
+  }
+  std::cerr << (sub.empty() ? "" : "lathe tiny: unknown subcommand \"" + sub + "\"\n")
+            << kTinyUsage;
+  return 2;
 }
 
 }  // namespace lathe

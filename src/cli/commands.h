@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "core/thread_pool.h"
 #include "io/checkpoint.h"
+#include "io/json.h"
 #include "models/model.h"
 
 namespace lathe {
@@ -41,7 +42,12 @@ std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args);
 // The whole content of a text file; throws lathe::Error naming it when it cannot be read.
 std::string read_text_file(const std::string& path);
 
-// Parses a JSON list of token ids (text, or @FILE to read it from a file).
+// Parses a JSON list of token ids (text, or @FILE to read it from a file); `what` names the
+// option in errors. Anything else than a list is refused with a hint to use @FILE.
 std::vector<int32_t> parse_ids(const std::string& text_or_file, const std::string& what);
+
+// The token ids of a JSON list; errors read "ORIGIN: WHAT must be ...".
+std::vector<int32_t> ids_from_json(const Json& j, const std::string& origin,
+                                   const std::string& what);
 
 }  // namespace lathe

@@ -2,9 +2,11 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/version.h"
 
 namespace {
 
@@ -22,36 +24,57 @@ commands:
   chat-template DIR      JSON lines of conversations in, rendered prompts out
   tiny build|check       tiny test checkpoints and their comparison with transformers
   architectures          the supported architectures (--markdown: docs/architectures.md)
-  lab run|report|diff|merge|catalog
+  lab run|report|diff|merge|catalog|serve
                          the compatibility lab: run models, compare with transformers,
-                         write a Parquet dataset (lathe lab --help)
+                         write a Parquet dataset, serve it in the explorer (lathe lab --help)
+
+lathe help COMMAND (or lathe COMMAND --help) describes a command; lathe --version prints the
+version and the commit lathe was built from.
 
 exit codes: 0 success, 1 a failure you can act on (the message names the file and field),
             2 a usage error.
 )";
 
+int dispatch(int argc, char** argv) {
+  using namespace lathe;
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  if (cmd == "generate") return cmd_generate(argc, argv);
+  if (cmd == "logits") return cmd_logits(argc, argv);
+  if (cmd == "bench") return cmd_bench(argc, argv);
+  if (cmd == "inspect") return cmd_inspect(argc, argv);
+  if (cmd == "tiny") return cmd_tiny(argc, argv);
+  if (cmd == "tokenize") return cmd_tokenize(argc, argv);
+  if (cmd == "detokenize") return cmd_detokenize(argc, argv);
+  if (cmd == "chat-template") return cmd_chat_template(argc, argv);
+  if (cmd == "architectures") return cmd_architectures(argc, argv);
+  if (cmd == "lab") return cmd_lab(argc, argv);
+  if (cmd == "--version" || cmd == "-V") {
+    std::cout << "lathe " << kLatheVersion << " (commit " << kLatheCommit << ")\n";
+    return 0;
+  }
+  if (cmd == "help" && argc > 2) {
+    // lathe help COMMAND [SUBCOMMAND ...] is lathe COMMAND [SUBCOMMAND ...] --help.
+    std::vector<char*> args(argv, argv + argc);
+    args.erase(args.begin() + 1);
+    static char help[] = "--help";
+    args.push_back(help);
+    args.push_back(nullptr);
+    return dispatch(static_cast<int>(args.size()) - 1, args.data());
+  }
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  std::cerr << (cmd.empty() ? "" : "lathe: unknown command \"" + cmd + "\"\n") << kUsage;
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace lathe;
-  const std::string cmd = argc > 1 ? argv[1] : "";
   try {
-    if (cmd == "generate") return cmd_generate(argc, argv);
-    if (cmd == "logits") return cmd_logits(argc, argv);
-    if (cmd == "bench") return cmd_bench(argc, argv);
-    if (cmd == "inspect") return cmd_inspect(argc, argv);
-    if (cmd == "tiny") return cmd_tiny(argc, argv);
-    if (cmd == "tokenize") return cmd_tokenize(argc, argv);
-    if (cmd == "detokenize") return cmd_detokenize(argc, argv);
-    if (cmd == "chat-template") return cmd_chat_template(argc, argv);
-    if (cmd == "architectures") return cmd_architectures(argc, argv);
-    if (cmd == "lab") return cmd_lab(argc, argv);
-    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-      std::cout << kUsage;
-      return 0;
-    }
-    std::cerr << (cmd.empty() ? "" : "lathe: unknown command \"" + cmd + "\"\n") << kUsage;
-    return 2;
+    return dispatch(argc, argv);
   } catch (const UsageError& e) {
     std::cerr << e.what() << "\n";
     return 2;

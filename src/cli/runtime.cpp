@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -52,13 +53,8 @@ std::string read_text_file(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-std::vector<int32_t> parse_ids(const std::string& text_or_file, const std::string& what) {
-  std::string text = text_or_file, origin = what;
-  if (!text.empty() && text[0] == '@') {
-    origin = text.substr(1);
-    text = read_text_file(origin);
-  }
-  const Json j = parse_json(text, origin);
+std::vector<int32_t> ids_from_json(const Json& j, const std::string& origin,
+                                   const std::string& what) {
   if (!j.is_array()) fail(origin, ": ", what, " must be a JSON list of token ids");
   std::vector<int32_t> ids;
   for (const Json& x : j) {
@@ -67,6 +63,26 @@ std::vector<int32_t> parse_ids(const std::string& text_or_file, const std::strin
     ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
   }
   return ids;
+}
+
+std::vector<int32_t> parse_ids(const std::string& text_or_file, const std::string& what) {
+  if (!text_or_file.empty() && text_or_file[0] == '@') {
+    const std::string file = text_or_file.substr(1);
+    return ids_from_json(parse_json(read_text_file(file), file), file, what);
+  }
+  // Not a JSON list: most likely a file name without its @.
+  const size_t first = text_or_file.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || text_or_file[first] != '[') {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(text_or_file, ec))
+      fail(what, ": \"", text_or_file, "\" is a file, not a JSON list of token ids; use @",
+           text_or_file, " to read a file");
+    const std::string shown =
+        text_or_file.size() > 60 ? text_or_file.substr(0, 60) + "..." : text_or_file;
+    fail(what, ": expected a JSON list of token ids such as [1, 2, 3], got \"", shown,
+         "\"; use @FILE to read a file");
+  }
+  return ids_from_json(parse_json(text_or_file, what), what, "the list");
 }
 
 }  // namespace lathe

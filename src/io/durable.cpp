@@ -1,6 +1,7 @@
 #include "io/durable.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -45,24 +46,64 @@ void fsync_file(const fs::path& path) {
 }
 
 void write_file_atomic(const fs::path& path, std::string_view bytes) {
-  const fs::path tmp = fs::path(path).concat(".tmp" + std::to_string(::getpid()));
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(path.string(), ": cannot create: ", std::strerror(errno));
-  try {
-    write_all(fd, bytes, path);
-    if (::fsync(fd) != 0) fail(path.string(), ": cannot sync: ", std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  AtomicFile out(path);
+  out.write(bytes);
+  out.commit();
+}
+
+AtomicFile::AtomicFile(const fs::path& path)
+    : path_(path), tmp_(fs::path(path).concat(".tmp" + std::to_string(::getpid()))) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) fail(path.string(), ": is a folder, not a file");
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail(path.string(), ": cannot create: ", std::strerror(errno));
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::write(std::string_view bytes) {
+  if (fd_ < 0) fail(path_.string(), ": write after commit");
+  write_all(fd_, bytes, path_);
+}
+
+void AtomicFile::commit() {
+  if (fd_ < 0) fail(path_.string(), ": committed twice");
+  if (::fsync(fd_) != 0) fail(path_.string(), ": cannot sync: ", std::strerror(errno));
+  const int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) fail(path_.string(), ": cannot write: ", std::strerror(errno));
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+    fail(path_.string(), ": cannot rename the finished file into place: ", std::strerror(errno));
+  tmp_.clear();  // in place: nothing to remove any more
+  fsync_dir(path_.parent_path());
+}
+
+FolderLock::FolderLock(const fs::path& dir, const std::string& busy_hint) {
+  const fs::path file = dir / ".lock";
+  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail(file.string(), ": cannot open the folder's lock: ", std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
-    fail(path.string(), ": cannot rename the finished file into place: ", std::strerror(err));
+    char holder[32] = {};
+    const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+    std::string pid(holder, n > 0 ? static_cast<size_t>(n) : 0);
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    if (err != EWOULDBLOCK) fail(file.string(), ": cannot lock the folder: ", std::strerror(err));
+    fail(dir.string(), ": another lathe process", pid.empty() ? "" : " (pid " + pid + ")",
+         " is using this folder (it holds ", file.string(), "); ", busy_hint);
   }
-  fsync_dir(path.parent_path());
+  // The holder's pid, for the message above; a failure to write it does not matter.
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, pid.data(), pid.size(), 0);
+}
+
+FolderLock::~FolderLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the flock
 }
 
 AppendLog::AppendLog(const fs::path& path) : path_(path) {

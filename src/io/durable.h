@@ -14,6 +14,42 @@ namespace lathe {
 // a mix. Throws lathe::Error naming the file (the old file is kept) when anything fails.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
 
+// A file written in pieces under a temporary name beside `path` (PATH.tmpPID) and renamed
+// over `path` by commit(). Until then `path` is untouched; destroying an uncommitted
+// AtomicFile (an exception, a failed write) removes the temporary file, so no failure path
+// leaves one behind. Throws lathe::Error naming `path`.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::filesystem::path& path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(std::string_view bytes);
+  // fsyncs, renames into place and makes the rename durable.
+  void commit();
+
+ private:
+  std::filesystem::path path_, tmp_;
+  int fd_ = -1;
+};
+
+// An advisory lock on a folder (flock on DIR/.lock, created when missing), held while the
+// object lives; the kernel releases it when the process dies, however it dies. The lock
+// file holds the holder's process id, for the message a second taker gets.
+class FolderLock {
+ public:
+  // Throws lathe::Error naming the folder, the holder's process id and `busy_hint` when
+  // another process holds the lock.
+  FolderLock(const std::filesystem::path& dir, const std::string& busy_hint);
+  ~FolderLock();
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 // Makes a rename or a file creation in `dir` durable.
 void fsync_dir(const std::filesystem::path& dir);
 

@@ -1,7 +1,5 @@
-#include <cstdio>
-#include <fstream>
-
 #include "core/error.h"
+#include "io/durable.h"
 #include "io/json.h"
 #include "io/safetensors.h"
 
@@ -20,23 +18,16 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Name
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data section is 8-byte aligned
-  const auto tmp = std::filesystem::path(path.string() + ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail(tmp.string(), ": cannot open for writing");
-    uint64_t len = text.size();
-    char le[8];
-    for (int i = 0; i < 8; ++i) le[i] = static_cast<char>(len >> (8 * i) & 0xff);
-    out.write(le, 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& [name, t] : tensors)
-      out.write(t.data<char>(), static_cast<std::streamsize>(t.nbytes()));
-    out.flush();
-    if (!out) fail(tmp.string(), ": write failed (disk full?)");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) fail(path.string(), ": cannot rename the finished file into place: ", ec.message());
+  // Written under a temporary name and renamed into place: a failure (a full disk, a folder
+  // at `path`) leaves no partial file and no temporary one.
+  AtomicFile out(path);
+  uint64_t len = text.size();
+  char le[8];
+  for (int i = 0; i < 8; ++i) le[i] = static_cast<char>(len >> (8 * i) & 0xff);
+  out.write({le, 8});
+  out.write(text);
+  for (const auto& [name, t] : tensors) out.write({t.data<char>(), t.nbytes()});
+  out.commit();
 }
 
 }  // namespace lathe

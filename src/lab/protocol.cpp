@@ -17,6 +17,7 @@
 #include "core/version.h"
 #include "generate/generate.h"
 #include "io/checkpoint.h"
+#include "io/durable.h"
 #include "io/json.h"
 #include "io/tiny_checkpoint.h"
 #include "lab/compare.h"
@@ -97,14 +98,19 @@ void fetch_tiny(const CatalogEntry& e, const fs::path& dir) {
   if (fs::exists(dir / ".lathe-built")) return;
   const fs::path tmp = fs::path(dir).concat(cat(".tmp", ::getpid()));
   fs::remove_all(tmp);
-  build_tiny_checkpoint(e.fixture, tmp, {});
-  if (const std::string tensor = perturbed_tensor(e); !tensor.empty())
-    scale_checkpoint_tensor(tmp, tensor, 1.01f);
-  std::ofstream(tmp / ".lathe-built") << e.fixture.string() << "\n";
   std::error_code ec;
-  fs::remove_all(dir, ec);
-  fs::rename(tmp, dir, ec);
-  if (ec) fail(dir.string(), ": cannot place the built checkpoint: ", ec.message());
+  try {
+    build_tiny_checkpoint(e.fixture, tmp, {});
+    if (const std::string tensor = perturbed_tensor(e); !tensor.empty())
+      scale_checkpoint_tensor(tmp, tensor, 1.01f);
+    write_file_atomic(tmp / ".lathe-built", e.fixture.string() + "\n");
+    fs::remove_all(dir, ec);
+    fs::rename(tmp, dir, ec);
+    if (ec) fail(dir.string(), ": cannot place the built checkpoint: ", ec.message());
+  } catch (...) {
+    fs::remove_all(tmp, ec);  // no half-built folder is left behind
+    throw;
+  }
 }
 
 std::vector<int32_t> golden_prompt(const fs::path& fixture) {

@@ -195,8 +195,8 @@ std::optional<Reference> lookup_reference(const fs::path& key_dir) {
 }
 
 void import_golden(const fs::path& fixture, const fs::path& key_dir) {
-  const fs::path tmp = fresh_tmp(key_dir);
   Json golden = read_json_file(fixture / "goldens.json");
+  const fs::path tmp = fresh_tmp(key_dir);
   // The goldens were made by make_tiny.py with transformers f32 on CPU (versions in made_by).
   golden["script"] = cat("python tools/reference/make_tiny.py --only ", fixture.filename().string(),
                          "   # needs torch and transformers; writes tests/fixtures/tiny/",
@@ -225,7 +225,14 @@ Reference run_bridge(const BridgeOptions& opts, const fs::path& model_dir,
   p.log_file = tmp / "bridge.log";
   p.lift_memory_limit = true;  // the reference is not what the lab measures
   p.timeout_seconds = opts.timeout_seconds;
-  const ProcessResult r = run_process(p);
+  ProcessResult r;
+  try {
+    r = run_process(p);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
   if (r.timed_out || r.exit_code != 0 || !fs::exists(tmp / "reference.json")) {
     const std::string tail = file_tail(p.log_file, 1500);
     fs::remove_all(tmp);

@@ -69,6 +69,21 @@ std::vector<std::string> child_args(const SweepOptions& o, const fs::path& entry
   return a;
 }
 
+// One row per key, the one that finished last (the first on a tie), in the order the keys
+// first appear.
+std::vector<LabRow> unique_rows(std::vector<LabRow> rows) {
+  std::map<std::string, size_t> index;
+  std::vector<LabRow> out;
+  for (auto& r : rows) {
+    auto [it, fresh] = index.emplace(r.key(), out.size());
+    if (fresh)
+      out.push_back(std::move(r));
+    else if (r.finished_at > out[it->second].finished_at)
+      out[it->second] = std::move(r);
+  }
+  return out;
+}
+
 }  // namespace
 
 LabRow row_for_dead_process(LabRow row, const std::string& last_stage, bool timed_out,
@@ -120,9 +135,10 @@ std::vector<LabRow> read_rows(const fs::path& path) {
   std::error_code ec;
   if (fs::is_regular_file(path, ec)) {
     if (path.extension() == ".parquet") return read_parquet(path);
-    return read_journal(path, false);
+    return unique_rows(read_journal(path, false));
   }
-  if (fs::exists(path / "rows.jsonl")) return read_journal(path / "rows.jsonl", false);
+  // A journal holds a key once; older lathe let two sweeps share a folder and write it twice.
+  if (fs::exists(path / "rows.jsonl")) return unique_rows(read_journal(path / "rows.jsonl", false));
   const fs::path data = fs::exists(path / "dataset") ? path / "dataset" : path;
   std::vector<fs::path> files;
   if (fs::is_directory(data, ec))
@@ -140,6 +156,13 @@ SweepResult run_sweep(const Catalog& catalog, const SweepOptions& o) {
   if (o.shard_count < 1 || o.shard_index < 0 || o.shard_index >= o.shard_count)
     throw UsageError(
         cat("--shard must be I/N with 0 <= I < N, got ", o.shard_index, "/", o.shard_count));
+  // One sweep per folder for the sweep's whole life: two would run each model twice, write
+  // each other's result files and journal every row twice. The lock dies with the process.
+  fs::create_directories(o.out);
+  const FolderLock lock(o.out, "wait for it to finish, or choose another --out");
+  if (o.progress)
+    o.progress(cat("lab: ", catalog.models.size(), " models in the catalog; sweep folder ",
+                   o.out.string()));
   fs::create_directories(o.out / "logs");
   fs::create_directories(o.out / "run");
   const fs::path journal_path = o.out / "rows.jsonl";
@@ -149,6 +172,8 @@ SweepResult run_sweep(const Catalog& catalog, const SweepOptions& o) {
     if (!o.resume && !res.rows.empty())
       fail(o.out.string(), ": this folder already holds a sweep (", res.rows.size(),
            " rows in rows.jsonl); pass --resume to continue it, or choose another --out");
+    // A key journaled twice (by an older lathe) is resumed and published once.
+    res.rows = unique_rows(std::move(res.rows));
   }
   std::set<std::string> done;
   for (const auto& r : res.rows) done.insert(r.key());
@@ -246,21 +271,12 @@ SweepResult run_sweep(const Catalog& catalog, const SweepOptions& o) {
 }
 
 std::vector<LabRow> merge_sweeps(const std::vector<fs::path>& inputs, const fs::path& out) {
-  std::map<std::string, LabRow> by_key;
-  std::vector<std::string> order;
+  std::vector<LabRow> all;
   for (const auto& in : inputs)
-    for (auto& r : read_rows(in)) {
-      auto it = by_key.find(r.key());
-      if (it == by_key.end()) {
-        order.push_back(r.key());
-        by_key.emplace(r.key(), std::move(r));
-      } else if (r.finished_at > it->second.finished_at) {
-        it->second = std::move(r);
-      }
-    }
-  std::vector<LabRow> rows;
-  for (const auto& k : order) rows.push_back(by_key.at(k));
+    for (auto& r : read_rows(in)) all.push_back(std::move(r));
+  const std::vector<LabRow> rows = unique_rows(std::move(all));
   fs::create_directories(out);
+  const FolderLock lock(out, "wait for it to finish, or merge into another folder");
   std::string journal;
   for (const auto& r : rows) journal += row_to_json(r).dump() + "\n";
   write_file_atomic(out / "rows.jsonl", journal);

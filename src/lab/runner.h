@@ -43,8 +43,9 @@ struct SweepResult {
   std::vector<std::filesystem::path> dataset_files;
 };
 
-// Throws lathe::Error when OUT already holds a sweep and --resume is not given, or when the
-// journal cannot be written.
+// Holds OUT's folder lock (OUT/.lock) from start to end. Throws lathe::Error when another
+// process holds it, when OUT already holds a sweep and --resume is not given, or when the
+// journal cannot be written. A key journaled twice is resumed and published once.
 SweepResult run_sweep(const Catalog& catalog, const SweepOptions& opts);
 
 // Turns how a model's process ended into its row when the process wrote none (killed by the
@@ -56,10 +57,11 @@ LabRow row_for_dead_process(LabRow base, const std::string& last_stage, bool tim
 // The journal's rows (a cut-short last line is dropped). Throws naming the file and line.
 std::vector<LabRow> read_journal(const std::filesystem::path& file, bool repair);
 
-// Rows from a sweep folder (its journal), a dataset folder or a Parquet file.
+// Rows from a sweep folder (its journal, one row per key), a dataset folder or a Parquet file.
 std::vector<LabRow> read_rows(const std::filesystem::path& path);
 
-// Merges sweeps (e.g. the shards of a Slurm array) into OUT: one journal, one dataset.
+// Merges sweeps (e.g. the shards of a Slurm array) into OUT (holding its folder lock while it
+// writes): one journal, one dataset.
 // A key present twice keeps the row that finished last. Returns the merged rows.
 std::vector<LabRow> merge_sweeps(const std::vector<std::filesystem::path>& inputs,
                                  const std::filesystem::path& out);

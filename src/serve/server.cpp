@@ -1,8 +1,13 @@
 #include "serve/server.h"
 
+#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fstream>
 #include <iterator>
@@ -148,6 +153,46 @@ std::optional<std::pair<std::string, std::string>> page_file(const ServeOptions&
   return std::make_pair(std::move(body), content_type_of(*file));
 }
 
+// Why `host:port` cannot be listened on, from a bind of our own: httplib's failed bind keeps
+// no errno.
+std::string listen_failure(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0)
+    return cat("no such address (", ::gai_strerror(rc), "); check --host");
+  int err = 0;
+  for (const addrinfo* a = found; a; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    int yes = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    err = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 1) == 0 ? 0 : errno;
+    ::close(fd);
+    if (err == 0) break;
+  }
+  ::freeaddrinfo(found);
+  switch (err) {
+    case EADDRINUSE:
+      return "in use by another server; --port 0 picks a free port";
+    case EACCES:
+    case EPERM:
+      return "permission denied (ports below 1024 need privileges); --port 0 picks a free port";
+    case EADDRNOTAVAIL:
+      return "no such address on this machine; check --host";
+    case 0:
+      return "the server could not bind it";
+    default:
+      return std::strerror(err);
+  }
+}
+
 }  // namespace
 
 void configure_explorer(httplib::Server& svr, DataStore& store, const ServeOptions& opts) {
@@ -242,7 +287,8 @@ int serve(const ServeOptions& opts) {
   const int port = opts.port == 0 ? svr.bind_to_any_port(opts.host)
                                   : (svr.bind_to_port(opts.host, opts.port) ? opts.port : -1);
   if (port < 0)
-    fail(opts.host, ":", opts.port, ": cannot listen there (in use, or no such address)");
+    fail(opts.host, ":", opts.port,
+         ": cannot listen there: ", listen_failure(opts.host, opts.port));
   const std::string host =
       opts.host.find(':') != std::string::npos ? "[" + opts.host + "]" : opts.host;
   if (opts.on_listening) opts.on_listening(cat("http://", host, ":", port, "/"));
@@ -255,7 +301,8 @@ int serve(const ServeOptions& opts) {
   const bool ok = svr.listen_after_bind();
   pthread_kill(stopper.native_handle(), SIGTERM);  // wakes the stopper when listening failed
   stopper.join();
-  return ok ? 0 : 1;
+  if (!ok) fail(opts.host, ":", port, ": the server stopped: accepting connections failed");
+  return 0;
 }
 
 }  // namespace lathe

@@ -25,7 +25,8 @@ struct ServeOptions {
 inline constexpr size_t kMaxTargetChars = 2048;
 
 // Serves until SIGINT or SIGTERM. Returns the exit code; throws lathe::Error when the
-// address cannot be bound or the page is missing. A missing data folder serves no rows until
+// address cannot be bound (saying why: in use, permission denied, no such address) or the
+// page is missing. A missing data folder serves no rows until
 // it appears.
 int serve(const ServeOptions& opts);
 

@@ -1,9 +1,12 @@
 // The command line: help, usage errors (exit 2), and each command's output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/version.h"
 #include "io/safetensors.h"
 #include "io/tiny_checkpoint.h"
 #include "support/run.h"
@@ -28,6 +31,65 @@ TEST(Cli, HelpAndUsageErrors) {
   r = run_lathe("generate /nonexistent --prompt-ids '[1]'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("/nonexistent: not a directory"), std::string::npos) << r.out;
+}
+
+// Every command and subcommand answers --help (and `lathe help ...`) with exit code 0 and
+// its full help, no line longer than 100 columns; usage lines say which arguments are optional.
+TEST(Cli, EveryHelpExitsZeroWithFullHelpWrapped) {
+  const std::vector<std::string> commands = {"",
+                                             "generate",
+                                             "logits",
+                                             "bench",
+                                             "inspect",
+                                             "tokenize",
+                                             "detokenize",
+                                             "chat-template",
+                                             "architectures",
+                                             "tiny",
+                                             "tiny build",
+                                             "tiny check",
+                                             "lab",
+                                             "lab run",
+                                             "lab report",
+                                             "lab diff",
+                                             "lab merge",
+                                             "lab catalog",
+                                             "lab catalog refresh",
+                                             "lab serve"};
+  for (const auto& c : commands) {
+    const auto r = testing::run_lathe_split(c + (c.empty() ? "" : " ") + "--help");
+    EXPECT_EQ(r.exit_code, 0) << c << ": " << r.out << r.err;
+    EXPECT_EQ(r.err, "") << c;
+    EXPECT_EQ(r.out.rfind("usage: lathe " + (c.empty() ? "COMMAND" : c), 0), 0u) << c << r.out;
+    EXPECT_GT(std::count(r.out.begin(), r.out.end(), '\n'), 4) << c << ": not the full help";
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+      EXPECT_LE(line.size(), 100u) << c << ": " << line;
+    if (!c.empty()) {
+      const auto h = testing::run_lathe_split("help " + c);
+      EXPECT_EQ(h.exit_code, 0) << c;
+      EXPECT_EQ(h.out, r.out) << "lathe help " << c << " differs from " << c << " --help";
+    }
+  }
+  EXPECT_NE(run_lathe("--help").out.find("serve"), std::string::npos);
+  EXPECT_NE(run_lathe("lab report --help").out.find("usage: lathe lab report [PATH ...] "),
+            std::string::npos);
+  EXPECT_NE(run_lathe("lab merge --help").out.find("usage: lathe lab merge OUT IN [IN ...] "),
+            std::string::npos);
+  // Without a subcommand: a usage error, with the help on stderr.
+  for (const char* c : {"tiny", "lab", "lab catalog"}) {
+    const auto r = testing::run_lathe_split(c);
+    EXPECT_EQ(r.exit_code, 2) << c;
+    EXPECT_NE(r.err.find("usage: lathe"), std::string::npos) << c << r.err;
+  }
+  EXPECT_EQ(run_lathe("help frobnicate").exit_code, 2);
+}
+
+TEST(Cli, VersionPrintsTheVersionAndCommit) {
+  const auto r = testing::run_lathe_split("--version");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind(std::string("lathe ") + kLatheVersion + " (commit ", 0), 0u) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
 }
 
 // The support table is generated from the registry: regenerate with
@@ -201,6 +263,128 @@ TEST_F(CliModel, InspectReportsSupport) {
   EXPECT_EQ(moe["missing_features"][1]["feature"], "quantized weights");
   r = run_lathe("inspect " + dir.path().string());
   EXPECT_NE(r.out.find("missing:      mixture-of-experts routing"), std::string::npos) << r.out;
+}
+
+// Non-finite or out-of-range sampling parameters are usage errors (exit 2, one line naming
+// the option), checked before the model is loaded; nan once made every token 0.
+TEST_F(CliModel, SamplingParametersMustBeFiniteAndInRange) {
+  for (const std::string bad :
+       {"--temperature nan", "--temperature inf", "--temperature -inf", "--temperature 1e999",
+        "--temperature 0", "--temperature -1", "--top-p nan", "--top-p inf", "--top-p 0",
+        "--top-p 1.5", "--min-p nan", "--min-p -0.1", "--min-p 2", "--repetition-penalty nan",
+        "--repetition-penalty 0", "--repetition-penalty -1", "--top-k -1", "--top-k nan"}) {
+    for (const std::string& model : {dir.path().string(), std::string("/nonexistent")}) {
+      const auto r =
+          testing::run_lathe_split("generate " + model + " --prompt-ids '[1, 2]' --sample " + bad);
+      EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.out << r.err;
+      EXPECT_NE(r.err.find(bad.substr(0, bad.find(' '))), std::string::npos) << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+      EXPECT_EQ(r.out, "") << bad;
+    }
+  }
+  const auto ok = run_lathe("generate " + dir.path().string() +
+                            " --prompt-ids '[1, 2]' --sample --temperature 0.5 --top-p 1 "
+                            "--min-p 0 --repetition-penalty 1.1 --max-new-tokens 2");
+  EXPECT_EQ(ok.exit_code, 0) << ok.out;
+}
+
+// --ids and --prompt-ids take JSON or @FILE; a bare file name is answered with the hint.
+TEST_F(CliModel, IdsWithoutTheAtSignSayHowToReadAFile) {
+  const auto file = dir / "ids.json";
+  testing::write_file(file, "[1, 2, 3]");
+  auto r = run_lathe("logits " + dir.path().string() + " --ids " + file.string() + " --out " +
+                     (dir / "l.safetensors").string());
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("use @" + file.string() + " to read a file"), std::string::npos) << r.out;
+  r = run_lathe("generate " + dir.path().string() + " --prompt-ids no-such-ids.json");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("use @FILE to read a file"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("json.exception"), std::string::npos) << r.out;
+  r = run_lathe("generate " + dir.path().string() + " --prompt-ids @" + file.string() +
+                " --max-new-tokens 1");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+// No failure of `lathe logits` leaves its temporary file (or a partial output) behind.
+TEST_F(CliModel, LogitsFailuresLeaveNoTemporaryFile) {
+  namespace fs = std::filesystem;
+  auto leftovers = [&](const fs::path& folder) {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(folder))
+      if (e.path().filename().string().find(".tmp") != std::string::npos)
+        names.push_back(e.path().filename().string());
+    return names;
+  };
+  // --out names an existing folder.
+  fs::create_directories(dir / "out" / "taken");
+  auto r = run_lathe("logits " + dir.path().string() + " --ids '[3, 1, 4]' --out " +
+                     (dir / "out" / "taken").string());
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("taken: is a folder"), std::string::npos) << r.out;
+  EXPECT_TRUE(leftovers(dir / "out").empty());
+  // The disk fills while the file is written.
+  const auto target = dir / "out" / "logits.safetensors";
+  r = testing::run_lathe_with_full_disk(
+      8, "logits " + dir.path().string() + " --ids '[3, 1, 4, 1, 5, 9, 2, 6]' --hidden-states " +
+             "--out " + target.string());
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("logits.safetensors: cannot write"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(target));
+  EXPECT_TRUE(leftovers(dir / "out").empty()) << leftovers(dir / "out")[0];
+}
+
+// docs/errors.md: every failing command writes its error to stderr, one line for exit code 1.
+TEST_F(CliModel, EveryFailingCommandWritesItsErrorToStderr) {
+  namespace fs = std::filesystem;
+  ScratchDir scratch("failing");
+  // An unsupported checkpoint: inspect prints its report on stdout and the reason on stderr.
+  fs::copy(dir.path(), scratch / "mamba");
+  Json cfg = Json::parse(testing::read_file(scratch / "mamba" / "config.json"));
+  cfg["architectures"] = {"MambaForCausalLM"};
+  testing::write_file(scratch / "mamba" / "config.json", cfg.dump());
+  // A fixture whose goldens disagree with what lathe computes.
+  fs::create_directories(scratch / "fixtures");
+  fs::copy(testing::fixture_dir("qwen3_tied"), scratch / "fixtures" / "qwen3_tied");
+  Json golden = Json::parse(testing::read_file(scratch / "fixtures/qwen3_tied/goldens.json"));
+  for (auto& t : golden["greedy_tokens"]) t = (t.get<int>() + 1) % 128;
+  testing::write_file(scratch / "fixtures/qwen3_tied/goldens.json", golden.dump());
+  fs::create_directories(scratch / "empty");
+  const std::string model = dir.path().string(), s = scratch.path().string();
+  const std::vector<std::pair<std::string, std::string>> failing = {
+      {"inspect " + s + "/mamba", "MambaForCausalLM"},
+      {"inspect " + s + "/mamba --json", "MambaForCausalLM"},
+      {"inspect /nonexistent", "/nonexistent"},
+      {"generate /nonexistent --prompt-ids '[1]'", "/nonexistent"},
+      {"generate " + model + " --prompt-ids '[1, 999]'", "999"},
+      {"logits " + model + " --ids '[]' --out " + s + "/l.safetensors", "empty"},
+      {"tokenize /nonexistent < /dev/null", "/nonexistent"},
+      {"detokenize /nonexistent < /dev/null", "/nonexistent"},
+      {"chat-template " + model + " < /dev/null", "no chat template"},
+      {"tiny build /nonexistent " + s + "/t", "/nonexistent"},
+      {"tiny check --fixtures " + s + "/fixtures", "1 of 1 tiny fixtures"},
+      {"tiny check --fixtures " + s + "/empty", "no tiny fixtures"},
+      {"lab report " + s + "/empty", "no lab rows"},
+      {"lab diff " + s + "/empty " + s + "/empty", "no lab rows"},
+      {"lab merge " + s + "/merged " + s + "/empty", "no lab rows"},
+      {"lab run --fixtures /nonexistent --out " + s + "/o", "/nonexistent"},
+      {"lab serve --port 0 --web " + s + "/empty", "index.html"},
+  };
+  for (const auto& [args, names] : failing) {
+    const auto r = testing::run_lathe_split(args);
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << args << ": stderr is \"" << r.err << "\"";
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(names), std::string::npos) << args << ": " << r.err;
+  }
+  // Usage errors: exit code 2, the message on stderr.
+  for (const std::string& args :
+       std::vector<std::string>{"generate " + model, "architectures --bogus", "lab diff x",
+                                "lab run --shard 3/2", "tiny frobnicate"}) {
+    const auto r = testing::run_lathe_split(args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.out << r.err;
+    EXPECT_FALSE(r.err.empty()) << args;
+    EXPECT_EQ(r.out, "") << args;
+  }
 }
 
 }  // namespace

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -27,6 +29,7 @@ namespace fs = std::filesystem;
 using lathe::testing::fixture_dir;
 using lathe::testing::read_file;
 using lathe::testing::run_lathe;
+using lathe::testing::run_lathe_with_full_disk;
 using lathe::testing::ScratchDir;
 using lathe::testing::write_file;
 
@@ -276,6 +279,124 @@ TEST(LabSweep, KilledSweepResumesWithEveryRowExactlyOnce) {
   EXPECT_EQ(read_rows(dir / "out" / "dataset").size(), models.size());
 }
 
+// One sweep per folder: a second `lab run` into a folder a live sweep holds is refused with
+// one line (with --resume too), and the lock dies with its process, however it dies.
+TEST(LabSweep, ASecondSweepIntoALiveSweepsFolderIsRefused) {
+  ScratchDir dir("locked");
+  write_catalog_file(
+      dir / "catalog.json",
+      {tiny("llama_tied_gqa"),
+       tiny("qwen3_tied", R"(, "id": "x/slow", "inject": "hang", "timeout_seconds": 8)"),
+       tiny("qwen2_tied")});
+  const std::string out = (dir / "out").string();
+  const std::string sweep = "lab run --catalog " + (dir / "catalog.json").string() + " --out " +
+                            out + " --reference-python none --reference-cache " +
+                            (dir / "ref").string();
+  // The lock taken by another process (this test): nothing is written, one error line.
+  fs::create_directories(dir / "out");
+  const int held = ::open((dir / "out" / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+  for (const std::string extra : {"", " --resume", " --quiet"}) {
+    const auto r = lathe::testing::run_lathe_split(sweep + extra);
+    EXPECT_EQ(r.exit_code, 1) << extra << r.out << r.err;
+    EXPECT_EQ(r.err.rfind("error: " + out + ": another lathe process", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(".lock"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "out" / "rows.jsonl"));
+  EXPECT_FALSE(fs::exists(dir / "out" / "catalog.json"));
+  ::close(held);
+
+  // A live sweep holds it: the second is refused, naming the first's pid.
+  std::vector<std::string> args = {
+      "/bin/sh", "-c", std::string("exec ") + LATHE_BINARY + " " + sweep + " --quiet > /dev/null"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv.data(), environ), 0);
+  const auto journal = dir / "out" / "rows.jsonl";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline &&
+         (!fs::exists(journal) || read_journal(journal, false).empty()))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(read_journal(journal, false).size(), 1u);  // the first sweep is in x/slow now
+  const auto second = lathe::testing::run_lathe_split(sweep + " --resume");
+  EXPECT_EQ(second.exit_code, 1) << second.out << second.err;
+  EXPECT_NE(second.err.find("(pid " + std::to_string(pid) + ")"), std::string::npos) << second.err;
+  EXPECT_EQ(read_journal(journal, false).size(), 1u);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  waitpid(pid, nullptr, 0);
+
+  // Killed, the first sweep holds nothing: --resume runs the rest, every row once.
+  const auto resumed = run_lathe(sweep + " --quiet --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  const auto rows = read_journal(journal, false);
+  ASSERT_EQ(rows.size(), 3u);
+  std::set<std::string> keys;
+  for (const auto& r : rows) keys.insert(r.key());
+  EXPECT_EQ(keys.size(), 3u);
+  EXPECT_EQ(read_rows(dir / "out" / "dataset").size(), 3u);
+
+  // `lab merge` takes the same lock on its output folder.
+  fs::create_directories(dir / "merged");
+  const int merge_lock =
+      ::open((dir / "merged" / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_EQ(::flock(merge_lock, LOCK_EX | LOCK_NB), 0);
+  const auto merge = run_lathe("lab merge " + (dir / "merged").string() + " " + out);
+  EXPECT_EQ(merge.exit_code, 1) << merge.out;
+  EXPECT_NE(merge.out.find("another lathe process"), std::string::npos) << merge.out;
+  EXPECT_FALSE(fs::exists(dir / "merged" / "rows.jsonl"));
+  ::close(merge_lock);
+}
+
+// A journal holding a key twice (as two sweeps sharing a folder used to write it) is
+// reported, resumed and published with the key once.
+TEST(LabSweep, AKeyJournaledTwiceIsPublishedOnce) {
+  ScratchDir dir("twice");
+  write_catalog_file(dir / "catalog.json", {tiny("llama_tied_gqa"), tiny("qwen2_tied")});
+  const std::string sweep = "lab run --quiet --catalog " + (dir / "catalog.json").string() +
+                            " --out " + (dir / "out").string() +
+                            " --reference-python none --reference-cache " + (dir / "ref").string();
+  ASSERT_EQ(run_lathe(sweep).exit_code, 0);
+  const auto journal = dir / "out" / "rows.jsonl";
+  const std::string text = read_file(journal);
+  write_file(journal, text + text.substr(0, text.find('\n') + 1));
+  ASSERT_EQ(read_journal(journal, false).size(), 3u);
+  const auto rep = run_lathe("lab report --json " + (dir / "out").string());
+  ASSERT_EQ(rep.exit_code, 0) << rep.out;
+  EXPECT_EQ(parse_json(rep.out, "report")["rows"], 2) << rep.out;
+  const auto resumed = run_lathe(sweep + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("2 rows resumed"), std::string::npos) << resumed.out;
+  const auto rows = read_rows(dir / "out" / "dataset");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_NE(rows[0].key(), rows[1].key());
+}
+
+// A folder named on the command line that is not there is an error naming it, not a sweep
+// of nothing that exits 0.
+TEST(LabSweep, MissingFixturesOrModelFoldersAreErrors) {
+  ScratchDir dir("missing");
+  fs::create_directories(dir / "empty");
+  for (const auto& [option, path] :
+       {std::pair<std::string, std::string>{"--fixtures", "/nonexistent/fixtures"},
+        {"--fixtures", (dir / "empty").string()},
+        {"--model", "/nonexistent/model"},
+        {"--model", fixture_dir("qwen3_tied") + ",/nonexistent/model"},
+        {"--hf-cache", "/nonexistent/hub"}}) {
+    const auto r = lathe::testing::run_lathe_split("lab run --reference-python none " + option +
+                                                   " " + path + " --out " + (dir / "out").string());
+    EXPECT_EQ(r.exit_code, 1) << option << " " << path << ": " << r.out << r.err;
+    const std::string named = path.substr(path.rfind(',') + 1);
+    EXPECT_EQ(r.err.rfind("error: " + named + ": ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(option), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "out")) << option;
+  }
+}
+
 TEST(LabSweep, ShardsMergeIntoTheWholeSweep) {
   ScratchDir dir("shards");
   std::vector<std::string> models = {tiny("llama_tied_gqa"), tiny("qwen2_tied"), tiny("gemma_tied"),
@@ -336,21 +457,6 @@ TEST(LabSweep, RankedModelsRunFromTheHuggingFaceCacheOrStayUntested) {
   EXPECT_EQ(rows[0].generated_tokens.size(), 32u);
   EXPECT_NE(rows[0].run_script.find("hf download org/tiny --revision main"), std::string::npos)
       << rows[0].run_script;
-}
-
-// Runs `lathe ARGS` with file writes limited to `kib` KiB (RLIMIT_FSIZE, SIGXFSZ ignored, so
-// a write past the limit fails with EFBIG as it would with ENOSPC on a full disk).
-lathe::testing::RunResult run_lathe_with_full_disk(int kib, const std::string& args) {
-  const std::string cmd = "/bin/bash -c \"trap '' XFSZ; ulimit -f " + std::to_string(kib) +
-                          "; exec " + LATHE_BINARY + " " + args + "\" 2>&1";
-  lathe::testing::RunResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
 }
 
 TEST(LabSweep, FullDiskLosesNothingAndTheNextRunRecovers) {

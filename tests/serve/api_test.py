@@ -153,16 +153,34 @@ class ExplorerApi(unittest.TestCase):
             server.stop()
 
     def test_start_errors(self):
-        # docs/errors.md: a port in use and a missing page are one clear line and exit code 1.
+        # docs/errors.md: a port in use, a port without permission, an unknown host and a
+        # missing page are each one clear line and exit code 1.
         base = [ARGS.lathe, "lab", "serve", "--data", self.data, "--catalog", self.catalog]
-        for extra, message in (
-                (["--port", str(self.server.port)], "cannot listen there"),
-                (["--port", "0", "--web", os.path.join(self.root, "no-such-web")],
-                 "the explorer's page is missing")):
-            r = subprocess.run(base + extra, capture_output=True, text=True, timeout=30)
+        cases = [
+            ([], ["--port", str(self.server.port)], "cannot listen there: in use"),
+            ([], ["--host", "no-such-host.invalid", "--port", "0"], "no such address"),
+            ([], ["--port", "0", "--web", os.path.join(self.root, "no-such-web")],
+             "the explorer's page is missing")]
+        # A port below 1024 without the privilege to bind it: permission denied, not "in use".
+        # As root, the privilege (CAP_NET_BIND_SERVICE) is dropped with setpriv.
+        prefix = None
+        if os.geteuid() != 0:
+            with open("/proc/sys/net/ipv4/ip_unprivileged_port_start") as f:
+                if int(f.read()) > 1:
+                    prefix = []
+        elif shutil.which("setpriv") and subprocess.run(
+                ["setpriv", "--bounding-set", "-net_bind_service", "true"]).returncode == 0:
+            prefix = ["setpriv", "--bounding-set", "-net_bind_service"]
+        if prefix is not None:
+            cases.append((prefix, ["--port", "1"], "cannot listen there: permission denied"))
+        else:
+            print("note: the permission-denied case is skipped (no way to drop the privilege)")
+        for prefix, extra, message in cases:
+            r = subprocess.run(prefix + base + extra, capture_output=True, text=True, timeout=30)
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertIn(message, r.stderr)
             self.assertEqual(r.stderr.count("error:"), 1, r.stderr)
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
 
     def test_read_only(self):
         for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -22,6 +24,49 @@ struct RunResult {
 inline RunResult run_lathe(const std::string& args) {
   RunResult r;
   const std::string cmd = std::string(LATHE_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+struct SplitRunResult {
+  int exit_code = -1;
+  std::string out, err;  // stdout, stderr
+};
+
+// Runs `lathe ARGS` through the shell with stdout and stderr captured apart.
+inline SplitRunResult run_lathe_split(const std::string& args) {
+  SplitRunResult r;
+  char err_file[] = "/tmp/lathe-test-stderr-XXXXXX";
+  const int fd = mkstemp(err_file);
+  if (fd < 0) return r;
+  close(fd);
+  const std::string cmd = std::string(LATHE_BINARY) + " " + args + " 2>" + err_file;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p) {
+    std::array<char, 4096> buf{};
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+    const int status = pclose(p);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  std::ifstream in(err_file, std::ios::binary);
+  r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::remove(err_file);
+  return r;
+}
+
+// Runs `lathe ARGS` with file writes limited to `kib` KiB (RLIMIT_FSIZE, SIGXFSZ ignored, so
+// a write past the limit fails with EFBIG as it would with ENOSPC on a full disk).
+inline RunResult run_lathe_with_full_disk(int kib, const std::string& args) {
+  const std::string cmd = "/bin/bash -c \"trap '' XFSZ; ulimit -f " + std::to_string(kib) +
+                          "; exec " + LATHE_BINARY + " " + args + "\" 2>&1";
+  RunResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf{};
