@@ -81,6 +81,12 @@ void position_bias(graph::PositionBias kind, const float* slopes, int64_t heads,
   }
 }
 
+// Floats of one attention scratch row: a score per position, and room for the vector kernels
+// to write whole blocks of 16 past the last one.
+int64_t score_row(int64_t max_context) {
+  return max_context + 16;
+}
+
 // Appends one segment's keys and values to its cache, then attends over it.
 void attention(const NodeArgs& a, bool reference) {
   const graph::Params& p = a.node.params;
@@ -129,12 +135,23 @@ void attention(const NodeArgs& a, bool reference) {
                             length,
                             l.slots,
                             scratch,
-                            a.step.max_context};
+                            score_row(a.step.max_context)};
     if (reference)
       cpu::attention_reference(args);
     else
       cpu::attention_fast(args, a.pool);
   }
+}
+
+// Runs fn(r0, r1) over `rows` rows of `row_floats` each: on the pool in tasks of at least
+// kMinTaskFloats when `parallel`, else at once. The ops split so compute each row (or
+// element) as one call would: the bits do not depend on the split.
+constexpr int64_t kMinTaskFloats = 16384;
+template <class F>
+void over_rows(bool parallel, ThreadPool& pool, int64_t rows, int64_t row_floats, const F& fn) {
+  if (!parallel || rows * row_floats < 2 * kMinTaskFloats) return fn(int64_t{0}, rows);
+  pool.parallel_for(rows, std::max<int64_t>(1, kMinTaskFloats / std::max<int64_t>(row_floats, 1)),
+                    fn);
 }
 
 class CpuBackend : public Backend {
@@ -157,7 +174,7 @@ class CpuBackend : public Backend {
     const int64_t heads = node.shape[1];
     const int64_t rows = reference_ ? 1 : threads;
     const int64_t bias = node.params.bias != graph::PositionBias::None ? heads * max_context : 0;
-    return static_cast<size_t>(bias + rows * max_context);
+    return static_cast<size_t>(bias + rows * score_row(max_context));
   }
 
   void run(const NodeArgs& a) const override {
@@ -200,8 +217,10 @@ class CpuBackend : public Backend {
       }
       case Op::RmsNorm: {
         const int64_t dim = x->dim(-1);
-        cpu::rms_norm(x->data<float>(), a.inputs[1]->data<float>(), n.params.offset, n.params.eps,
-                      a.out.mut<float>(), numel / dim, dim);
+        over_rows(!reference_, a.pool, numel / dim, dim, [&](int64_t r0, int64_t r1) {
+          cpu::rms_norm(x->data<float>() + r0 * dim, a.inputs[1]->data<float>(), n.params.offset,
+                        n.params.eps, a.out.mut<float>() + r0 * dim, r1 - r0, dim);
+        });
         return;
       }
       case Op::LayerNorm: {
@@ -214,16 +233,22 @@ class CpuBackend : public Backend {
         return;
       }
       case Op::ActMul:
-        act_mul(n.params.act, x->data<float>(), a.inputs[1]->data<float>(), a.out.mut<float>(),
-                numel);
+        over_rows(!reference_, a.pool, numel, 1, [&](int64_t i0, int64_t i1) {
+          act_mul(n.params.act, x->data<float>() + i0, a.inputs[1]->data<float>() + i0,
+                  a.out.mut<float>() + i0, i1 - i0);
+        });
         return;
       case Op::Activation:
-        activation(n.params.act, x->data<float>(), a.out.mut<float>(), numel);
+        over_rows(!reference_, a.pool, numel, 1, [&](int64_t i0, int64_t i1) {
+          activation(n.params.act, x->data<float>() + i0, a.out.mut<float>() + i0, i1 - i0);
+        });
         return;
       case Op::Add: {
         const float *pa = x->data<float>(), *pb = a.inputs[1]->data<float>();
         float* o = a.out.mut<float>();
-        for (int64_t i = 0; i < numel; ++i) o[i] = pa[i] + pb[i];
+        over_rows(!reference_, a.pool, numel, 1, [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) o[i] = pa[i] + pb[i];
+        });
         return;
       }
       case Op::Scale: {

@@ -39,6 +39,56 @@ struct V {
   }
   static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
   static void store_part(float* p, R v, int n) { _mm256_maskstore_ps(p, mask(n), v); }
+  static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
+  static R div(R a, R b) { return _mm256_div_ps(a, b); }
+  static R sub(R a, R b) { return _mm256_sub_ps(a, b); }
+  // Lanes lo..hi of v, zeros elsewhere.
+  static R keep_lanes(R v, int lo, int hi) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i in = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), lane),
+                                           _mm256_cmpgt_epi32(_mm256_set1_epi32(hi + 1), lane));
+    return _mm256_and_ps(v, _mm256_castsi256_ps(in));
+  }
+  // Lane i of the result: the sum of the lanes of v[i], by one fixed tree for every i.
+  static R sum_lanes(const R* v) {
+    __m256 quad[2];
+    for (int g = 0; g < 2; ++g) {
+      const __m256* w = v + 4 * g;
+      const __m256 a =
+          _mm256_add_ps(_mm256_unpacklo_ps(w[0], w[1]), _mm256_unpackhi_ps(w[0], w[1]));
+      const __m256 b =
+          _mm256_add_ps(_mm256_unpacklo_ps(w[2], w[3]), _mm256_unpackhi_ps(w[2], w[3]));
+      quad[g] = _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x44), _mm256_shuffle_ps(a, b, 0xee));
+    }
+    return _mm256_add_ps(_mm256_permute2f128_ps(quad[0], quad[1], 0x20),
+                         _mm256_permute2f128_ps(quad[0], quad[1], 0x31));
+  }
+  // e^x, as Cephes' expf (see kernels_avx512.cpp); 2^n is built in the exponent bits, so x
+  // is clamped to [-87.3, 88.4] (e^-87.3 is the smallest normal float; callers zero lanes
+  // they do not want).
+  static R exp(R x) {
+    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f)),
+                      _mm256_set1_ps(-87.33654475f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    // 2^n for n in [-126, 127]: (n + 127) << 23 as float bits; n = 128 (x near 88.4) is split.
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i half = _mm256_srai_epi32(ni, 1);
+    const __m256 s1 =
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, _mm256_set1_epi32(127)), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_sub_epi32(ni, half), _mm256_set1_epi32(127)), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(y, s1), s2);
+  }
 };
 
 // 4 x rows by 3 weight rows: 12 accumulators + 3 weights + 1 x in the 16 ymm registers.
