@@ -79,6 +79,49 @@ void bm_reference(benchmark::State& state, Shape3 s, DType dt) {
   report(state, s);
 }
 
+// The machine's read bandwidth: a 1 GiB buffer summed with 256-bit loads (AVX2 where the CPU
+// has it), split over `threads` threads; the roofline decode is measured against.
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) float read_sum_avx2(const float* p, int64_t n) {
+  typedef float f8 __attribute__((vector_size(32)));
+  f8 acc[8] = {};
+  for (int64_t i = 0; i + 64 <= n; i += 64)
+    for (int u = 0; u < 8; ++u) {
+      f8 v;
+      __builtin_memcpy(&v, p + i + 8 * u, sizeof v);
+      acc[u] += v;
+    }
+  float s = 0;
+  for (auto& a : acc)
+    for (int l = 0; l < 8; ++l) s += a[l];
+  return s;
+}
+#endif
+float read_sum(const float* p, int64_t n) {
+#if defined(__x86_64__)
+  if (cpu::detected_isa() != cpu::Isa::Portable) return read_sum_avx2(p, n);
+#endif
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) s += p[i];
+  return s;
+}
+
+void bm_read_bandwidth(benchmark::State& state, int threads) {
+  const int64_t n = int64_t{1} << 28;  // 1 GiB of floats
+  std::vector<float> buf(static_cast<size_t>(n), 1.0f);
+  ThreadPool pool(threads);
+  std::vector<float> part(64);
+  for (auto _ : state) {
+    pool.parallel_for(64, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) part[c] = read_sum(buf.data() + c * (n / 64), n / 64);
+    });
+    benchmark::DoNotOptimize(part.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(n) * sizeof(float),
+                                              benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+}
+
 #ifdef LATHE_HAVE_OPENBLAS
 // f32 only: Debian's OpenBLAS 0.3.21 is built without its bf16 GEMM (cblas_sbgemm).
 void bm_openblas(benchmark::State& state, Shape3 s, int threads) {
@@ -96,22 +139,29 @@ void bm_openblas(benchmark::State& state, Shape3 s, int threads) {
 #endif
 
 bool register_all() {
+  for (int threads : {1, 2})
+    benchmark::RegisterBenchmark(("read_bandwidth/1GiB/t" + std::to_string(threads)).c_str(),
+                                 bm_read_bandwidth, threads)
+        ->UseRealTime();
   for (const Shape3& s : kShapes)
     for (DType dt : {DType::F32, DType::BF16}) {
       const std::string tail = std::string(s.what) + "/" + std::string(dtype_name(dt));
       if (s.m * s.n * s.k <= 1 << 24)
-        benchmark::RegisterBenchmark(("reference/" + tail + "/t1").c_str(), bm_reference, s, dt);
+        benchmark::RegisterBenchmark(("reference/" + tail + "/t1").c_str(), bm_reference, s, dt)
+            ->UseRealTime();
       for (int threads : {1, 2}) {
         const std::string t = "/t" + std::to_string(threads);
         for (int i = 0; i <= static_cast<int>(cpu::detected_isa()); ++i) {
           const auto isa = static_cast<cpu::Isa>(i);
           benchmark::RegisterBenchmark(
               (std::string("lathe_") + cpu::isa_name(isa) + "/" + tail + t).c_str(), bm_lathe, s,
-              isa, dt, threads);
+              isa, dt, threads)
+              ->UseRealTime();
         }
 #ifdef LATHE_HAVE_OPENBLAS
         if (dt == DType::F32)
-          benchmark::RegisterBenchmark(("openblas/" + tail + t).c_str(), bm_openblas, s, threads);
+          benchmark::RegisterBenchmark(("openblas/" + tail + t).c_str(), bm_openblas, s, threads)
+              ->UseRealTime();
 #endif
       }
     }

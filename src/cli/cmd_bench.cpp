@@ -43,7 +43,8 @@ fields (the timed ones are medians over --repeat runs; the table also shows min 
                                after every run, in MiB: weights, KV cache, scratch
   kv_cache_mib                 the KV cache that generate allocates: --max-seq positions (its
                                default, as generate's; pass --max-seq to size it to the run)
-Every run counts, the first (cold) one too: a median of 3 or more runs is not swayed by it.
+--warmup runs (default 1) go first and are not timed, so that the timed runs do not pay for
+reading the weights from disk (as llama-bench's warm-up); --warmup 0 times a cold start too.
 The prompt is --prompt-tokens token ids (1 + 7919 i) mod vocab_size, so no tokenizer is needed;
 decoding is greedy and ignores end-of-sequence tokens, so every run makes --new-tokens tokens.
 --json prints one object with these fields, the per-run figures ("runs") and the setting:
@@ -118,6 +119,7 @@ int cmd_bench(int argc, char** argv) {
       {"prompt-tokens", "N", "prompt length in tokens (default 512)"},
       {"new-tokens", "N", "tokens to generate per run, at least 2 (default 32)"},
       {"repeat", "R", "timed runs; medians are reported (default 3)"},
+      {"warmup", "W", "untimed runs before them (default 1)"},
       {"json", "", "print one JSON object instead of the table"},
   };
   for (auto& o : runtime_options()) options.push_back(o);
@@ -133,6 +135,7 @@ int cmd_bench(int argc, char** argv) {
   const int64_t prompt_tokens = args.get_int("prompt-tokens", 512, 1, int64_t{1} << 22);
   const int64_t new_tokens = args.get_int("new-tokens", 32, 2, 1 << 20);
   const int64_t repeat = args.get_int("repeat", 3, 1, 1000);
+  const int64_t warmup = args.get_int("warmup", 1, 0, 1000);
   const bool json = args.flag("json");
   const std::string dir = args.positionals()[0];
   // Progress goes to a terminal only, so that redirected output stays clean.
@@ -158,6 +161,10 @@ int cmd_bench(int argc, char** argv) {
   go.max_new_tokens = new_tokens;  // greedy, no eos: every run makes exactly this many
   KVCache cache = rt->model->new_cache(rt->max_seq);
 
+  for (int64_t i = 0; i < warmup; ++i) {
+    say(cat("warm-up run ", i + 1, " of ", warmup));
+    generate(*rt->model, rt->ctx, cache, prompt, go);
+  }
   std::vector<Run> runs;
   for (int64_t i = 0; i < repeat; ++i) {
     say(cat("run ", i + 1, " of ", repeat));
@@ -218,6 +225,7 @@ int cmd_bench(int argc, char** argv) {
         {"prompt_tokens", prompt_tokens},
         {"new_tokens", new_tokens},
         {"repeat", repeat},
+        {"warmup", warmup},
         {"load_seconds", load_seconds},
         {"time_to_first_token_seconds", median(each(&Run::ttft))},
         {"prefill_tokens_per_second", median(each(&Run::prefill_tps))},

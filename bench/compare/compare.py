@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""lathe, llama.cpp and transformers side by side on the same weights: prefill and decode
+tokens/s, alternating runs, medians, ratios, and decode against the read-bandwidth roofline.
+
+  python3 bench/compare/compare.py --lathe build/lathe --model DIR [--model DIR ...] \\
+      --python /opt/ref-venv/bin/python [--work ~/.cache/lathe/bench] [--runs 5] \\
+      [--threads 1,2] [--dtypes f32,bf16] [--prompt-tokens 512] [--new-tokens 32] [--json OUT]
+
+Peers are built and converted outside the repository, under --work:
+  - llama.cpp: the copy vendored in PyPI's llama-cpp-python source package (pip download
+    --no-binary), built with -DGGML_NATIVE=ON (target llama-bench); or --llama-bench PATH;
+  - GGUF files: each model folder converted by that llama.cpp's convert_hf_to_gguf.py
+    (--outtype f32 / bf16), run by --python (it needs torch, numpy, sentencepiece);
+  - transformers: --python's torch and transformers, torch.set_num_threads(threads), the model
+    loaded in the dtype, timed on the same prompt (prefill: one forward; decode: greedy
+    generate of new tokens, minus the prefill).
+Read bandwidth comes from build/bench/kernels/matmul_bench (read_bandwidth/*, --bench-binary);
+decode's roofline is bandwidth / bytes of weights read per token.
+Each round runs lathe (`lathe bench --json`), then llama-bench (-p, -n, -r 1), then
+transformers, for every model, dtype and thread count. A Llama-3.2-1B-shaped checkpoint with
+random weights: tools/bench/make_llama_1b.py.
+"""
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+
+LLAMA_CPP_PYTHON = "llama-cpp-python==0.3.36"
+
+TRANSFORMERS_RUN = r"""
+import json, sys, time, torch, transformers
+model_dir, dtype, threads, prompt_tokens, new_tokens = sys.argv[1:6]
+torch.set_num_threads(int(threads))
+dt = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
+m = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=dt)
+m.eval()
+vocab = m.config.vocab_size
+ids = torch.tensor([[(1 + 7919 * i) % vocab for i in range(int(prompt_tokens))]])
+with torch.inference_mode():
+    t0 = time.perf_counter(); m(ids); prefill = time.perf_counter() - t0
+    n = int(new_tokens)
+    t0 = time.perf_counter()
+    m.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+    total = time.perf_counter() - t0
+print(json.dumps({"prefill": int(prompt_tokens) / prefill,
+                  "decode": (n - 1) / max(total - prefill, 1e-9)}))
+"""
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+
+
+def build_llama_cpp(work):
+    bench = glob.glob(os.path.join(work, "llama_cpp_python-*/vendor/llama.cpp/build/bin/llama-bench"))
+    if bench:
+        return bench[0]
+    os.makedirs(work, exist_ok=True)
+    print(f"compare: downloading and building {LLAMA_CPP_PYTHON} under {work}", file=sys.stderr)
+    sh([sys.executable, "-m", "pip", "download", LLAMA_CPP_PYTHON, "--no-binary", ":all:",
+        "--no-deps", "-d", work])
+    sdist = glob.glob(os.path.join(work, "llama_cpp_python-*.tar.gz"))[0]
+    with tarfile.open(sdist) as t:
+        t.extractall(work)
+    src = glob.glob(os.path.join(work, "llama_cpp_python-*/vendor/llama.cpp"))[0]
+    sh(["cmake", "-S", src, "-B", os.path.join(src, "build"), "-DGGML_NATIVE=ON",
+        "-DLLAMA_CURL=OFF", "-DCMAKE_BUILD_TYPE=Release"])
+    sh(["cmake", "--build", os.path.join(src, "build"), "--target", "llama-bench", "-j",
+        str(os.cpu_count())])
+    return build_llama_cpp(work)
+
+
+def gguf_for(work, llama_bench, python, model, dtype):
+    out = os.path.join(work, f"{os.path.basename(os.path.normpath(model))}-{dtype}.gguf")
+    if not os.path.exists(out):
+        src = os.path.dirname(os.path.dirname(os.path.dirname(llama_bench)))
+        print(f"compare: converting {model} to {out}", file=sys.stderr)
+        sh([python, os.path.join(src, "convert_hf_to_gguf.py"), model, "--outtype", dtype,
+            "--outfile", out], env={**os.environ, "PYTHONPATH": os.path.join(src, "gguf-py")})
+    return out
+
+
+def lathe_run(lathe, model, dtype, threads, prompt, new):
+    d = json.loads(sh([lathe, "bench", model, "--prompt-tokens", str(prompt), "--new-tokens",
+                       str(new), "--repeat", "1", "--threads", str(threads), "--dtype", dtype,
+                       "--max-seq", str(prompt + new + 8), "--json"]))
+    return d["prefill_tokens_per_second"], d["decode_tokens_per_second"], d
+
+
+def llama_run(bench, gguf, threads, prompt, new):
+    rows = json.loads(sh([bench, "-m", gguf, "-p", str(prompt), "-n", str(new), "-t",
+                          str(threads), "-r", "1", "-o", "json"]))
+    pp = next(r["avg_ts"] for r in rows if r["n_prompt"] > 0)
+    tg = next(r["avg_ts"] for r in rows if r["n_gen"] > 0)
+    return pp, tg
+
+
+def transformers_run(python, model, dtype, threads, prompt, new):
+    d = json.loads(sh([python, "-c", TRANSFORMERS_RUN, model, dtype, str(threads), str(prompt),
+                       str(new)]).strip().splitlines()[-1])
+    return d["prefill"], d["decode"]
+
+
+def read_bandwidth(binary):
+    out = json.loads(sh([binary, "--benchmark_filter=read_bandwidth", "--benchmark_min_time=1",
+                         "--benchmark_format=json"]))
+    return {int(b["name"].rsplit("/t", 1)[1].split("/")[0]): b["GB/s"] / 1e9
+            for b in out["benchmarks"]}
+
+
+def weight_bytes(model, dtype):
+    cfg = json.load(open(os.path.join(model, "config.json")))
+    d, f, n = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    hd = cfg.get("head_dim") or d // cfg["num_attention_heads"]
+    q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+    per_layer = d * q * 2 + d * kv * 2 + 3 * d * f
+    params = n * per_layer + cfg["vocab_size"] * d  # the head (tied or not) is read once
+    return params * (4 if dtype == "f32" else 2)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--lathe", required=True)
+    ap.add_argument("--model", action="append", required=True)
+    ap.add_argument("--python", required=True, help="a Python with torch and transformers")
+    ap.add_argument("--work", default=os.path.expanduser("~/.cache/lathe/bench"))
+    ap.add_argument("--llama-bench")
+    ap.add_argument("--bench-binary", default="build/bench/kernels/matmul_bench")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--dtypes", default="f32,bf16")
+    ap.add_argument("--prompt-tokens", type=int, default=512)
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--no-transformers", action="store_true")
+    ap.add_argument("--json", help="also write every run here")
+    a = ap.parse_args()
+    llama_bench = a.llama_bench or build_llama_cpp(a.work)
+    bw = read_bandwidth(a.bench_binary)
+    threads = [int(t) for t in a.threads.split(",")]
+    dtypes = a.dtypes.split(",")
+    records = []
+    print("| model | weights | threads | prefill lathe | llama.cpp | transformers | lathe / best "
+          "| decode lathe | llama.cpp | transformers | lathe / llama.cpp | roofline |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for model in a.model:
+        for dtype in dtypes:
+            gguf = gguf_for(a.work, llama_bench, a.python, model, dtype)
+            for t in threads:
+                runs = {"lathe": [], "llama.cpp": [], "transformers": []}
+                for _ in range(a.runs):
+                    p, d, _ = lathe_run(a.lathe, model, dtype, t, a.prompt_tokens, a.new_tokens)
+                    runs["lathe"].append((p, d))
+                    runs["llama.cpp"].append(llama_run(llama_bench, gguf, t, a.prompt_tokens,
+                                                       a.new_tokens))
+                    if not a.no_transformers:
+                        runs["transformers"].append(transformers_run(
+                            a.python, model, dtype, t, a.prompt_tokens, a.new_tokens))
+                med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
+                       if v else (float("nan"), float("nan")) for k, v in runs.items()}
+                best = max(med["llama.cpp"][0], med["transformers"][0]
+                           if runs["transformers"] else 0)
+                roof = bw.get(t, bw[max(bw)]) * 1e9 / weight_bytes(model, dtype)
+                name = os.path.basename(os.path.normpath(model))
+                print(f"| {name} | {dtype} | {t} | {med['lathe'][0]:.1f} | {med['llama.cpp'][0]:.1f}"
+                      f" | {med['transformers'][0]:.1f} | {med['lathe'][0] / best:.2f}"
+                      f" | {med['lathe'][1]:.1f} | {med['llama.cpp'][1]:.1f}"
+                      f" | {med['transformers'][1]:.1f}"
+                      f" | {med['lathe'][1] / med['llama.cpp'][1]:.2f}"
+                      f" | {med['lathe'][1] / roof:.2f} |", flush=True)
+                records.append({"model": model, "dtype": dtype, "threads": t, "runs": runs,
+                                "medians": med, "roofline_tokens_per_second": roof})
+    print(f"\nread bandwidth (GB/s, matmul_bench): "
+          + ", ".join(f"{k} thread{'s' if k > 1 else ''} {v:.1f}" for k, v in sorted(bw.items())))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"bandwidth_gb_s": bw, "records": records}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
