@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/isa.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/version.h"
@@ -29,7 +30,8 @@ commands:
                          write a Parquet dataset, serve it in the explorer (lathe lab --help)
 
 lathe help COMMAND (or lathe COMMAND --help) describes a command; lathe --version prints the
-version and the commit lathe was built from.
+version and the commit lathe was built from; lathe --cpu-kernels the fast kernel levels this
+CPU runs (LATHE_CPU_ISA=portable|avx2|avx512|avx512bf16 chooses one).
 
 exit codes: 0 success, 1 a failure you can act on (the message names the file and field),
             2 a usage error.
@@ -48,6 +50,14 @@ int dispatch(int argc, char** argv) {
   if (cmd == "chat-template") return cmd_chat_template(argc, argv);
   if (cmd == "architectures") return cmd_architectures(argc, argv);
   if (cmd == "lab") return cmd_lab(argc, argv);
+  if (cmd == "--cpu-kernels") {  // the fast kernel levels (backends/cpu/isa.h)
+    std::cout << "default: " << cpu::isa_name(cpu::default_isa())
+              << "\nactive: " << cpu::isa_name(cpu::active_isa()) << "\navailable:";
+    for (int i = 0; i <= static_cast<int>(cpu::detected_isa()); ++i)
+      std::cout << " " << cpu::isa_name(static_cast<cpu::Isa>(i));
+    std::cout << "\n";
+    return 0;
+  }
   if (cmd == "--version" || cmd == "-V") {
     std::cout << "lathe " << kLatheVersion << " (commit " << kLatheCommit << ")\n";
     return 0;

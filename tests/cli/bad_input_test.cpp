@@ -224,6 +224,18 @@ TEST_F(BadShards, UnknownKernelLevel) {
   EXPECT_EQ(ok.exit_code, 0) << ok.out;
 }
 
+// lathe --cpu-kernels lists the levels this CPU runs and the one in use, which follows
+// LATHE_CPU_ISA (tools/test.sh reads it to rerun the engine and golden tests per level).
+TEST(KernelLevels, ListedAndChosenByTheEnvironment) {
+  const auto r = run_lathe("--cpu-kernels");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("available: portable"), std::string::npos) << r.out;
+  setenv("LATHE_CPU_ISA", "portable", 1);
+  const auto p = run_lathe("--cpu-kernels");
+  unsetenv("LATHE_CPU_ISA");
+  EXPECT_NE(p.out.find("active: portable\n"), std::string::npos) << p.out;
+}
+
 TEST_F(BadShards, MissingShard) {
   fs::remove(dir / "model-00002-of-00002.safetensors");
   const auto r = run_lathe("generate " + dir.path().string() + " --prompt-ids '[1]'");
