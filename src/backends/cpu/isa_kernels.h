@@ -36,16 +36,16 @@ struct AttentionArgs {
 
 // One level's kernels, declared alike in each level's namespace. Rows [n0, n1) of
 // y[m, ldy] = x[m, k] . w[n, k]^T, without bias:
-//  - gemm_f32 / gemm_bf16: f32 activations, f32 or bf16 weights (widened exactly), fused
+//  - gemm_rows: f32 activations, f32 or bf16 weights (widened exactly), fused
 //    multiply-adds in lanes of 8 or 16 summed at the end;
 //  - gemm_bf16_dot (avx512bf16 only): bf16 activations (to_bf16: rounded to nearest even)
 //    and bf16 weights, pairs multiplied exactly and summed in f32 by vdpbf16ps.
 // attend_rows computes (token, head) rows [r0, r1) of a.tokens * a.heads as
 // attention_reference does, with vector dot products; `scores` is one row of a.scratch.
 #define LATHE_DECLARE_ISA_KERNELS                                                                \
-  void gemm_f32(const float* x, const float* w, float* y, int64_t m, int64_t n0, int64_t n1,     \
-                int64_t ldy, int64_t k);                                                         \
-  void gemm_bf16(const float* x, const uint16_t* w, float* y, int64_t m, int64_t n0, int64_t n1, \
+  void gemm_rows(const float* x, const float* w, float* y, int64_t m, int64_t n0, int64_t n1,    \
+                 int64_t ldy, int64_t k);                                                        \
+  void gemm_rows(const float* x, const uint16_t* w, float* y, int64_t m, int64_t n0, int64_t n1, \
                  int64_t ldy, int64_t k);                                                        \
   void attend_rows(const AttentionArgs& a, int64_t r0, int64_t r1, float* scores);
 

@@ -63,31 +63,22 @@ struct V {
     return _mm256_add_ps(_mm256_permute2f128_ps(quad[0], quad[1], 0x20),
                          _mm256_permute2f128_ps(quad[0], quad[1], 0x31));
   }
-  // e^x, as Cephes' expf (see kernels_avx512.cpp); 2^n is built in the exponent bits, so x
-  // is clamped to [-87.3, 88.4] (e^-87.3 is the smallest normal float; callers zero lanes
-  // they do not want).
-  static R exp(R x) {
-    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f)),
-                      _mm256_set1_ps(-87.33654475f));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    // 2^n for n in [-126, 127]: (n + 127) << 23 as float bits; n = 128 (x near 88.4) is split.
+  // For isa_kernels.inc's exp_approx. 2^n is built in the exponent bits, so the smallest x
+  // keeps 2^n normal (e^-87.34 is the smallest normal float).
+  static constexpr float kExpMin = -87.33654475f;
+  static R max(R a, R b) { return _mm256_max_ps(a, b); }
+  static R min(R a, R b) { return _mm256_min_ps(a, b); }
+  static R round(R a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static R fnma(R a, R b, R c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a b
+  // y 2^n for n in [-126, 128], as two factors so that n = 128 does not overflow the exponent.
+  static R times_pow2(R y, R n) {
     const __m256i ni = _mm256_cvtps_epi32(n);
     const __m256i half = _mm256_srai_epi32(ni, 1);
-    const __m256 s1 =
-        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, _mm256_set1_epi32(127)), 23));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_sub_epi32(ni, half), _mm256_set1_epi32(127)), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(y, s1), s2);
+    auto pow2 = [](__m256i e) {
+      return _mm256_castsi256_ps(
+          _mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
+    };
+    return _mm256_mul_ps(_mm256_mul_ps(y, pow2(half)), pow2(_mm256_sub_epi32(ni, half)));
   }
 };
 

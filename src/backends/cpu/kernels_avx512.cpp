@@ -4,18 +4,13 @@
 
 #include <cstdint>
 
+#include "backends/cpu/avx512_common.h"
 #include "backends/cpu/isa_kernels.h"
 
 namespace lathe::cpu::avx512 {
 namespace {
 
-// The sum of 16 lanes in a fixed order (GCC 12's _mm512_reduce_add_ps warns under -Wall).
-inline float hsum512(__m512 v) {
-  const __m256 h = _mm256_add_ps(_mm512_extractf32x8_ps(v, 0), _mm512_extractf32x8_ps(v, 1));
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-}
+using avx512_common::hsum512;
 
 struct V {
   using R = __m512;
@@ -65,24 +60,15 @@ struct V {
     return _mm512_add_ps(_mm512_shuffle_f32x4(e01, e23, 0x88),
                          _mm512_shuffle_f32x4(e01, e23, 0xdd));
   }
-  // e^x, as Cephes' expf: x = n ln 2 + r, |r| <= ln 2 / 2, a degree-6 polynomial in r, times
-  // 2^n (within 2 ulp of expf; -inf and anything below -88.4 give 0).
-  static R exp(R x) {
-    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f)),
-                      _mm512_set1_ps(-88.3762626647949f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
-    y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(y, n);
+  // For isa_kernels.inc's exp_approx.
+  static constexpr float kExpMin = -88.3762626647949f;  // below it e^x is 0 after scalef
+  static R max(R a, R b) { return _mm512_max_ps(a, b); }
+  static R min(R a, R b) { return _mm512_min_ps(a, b); }
+  static R round(R a) {
+    return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }
+  static R fnma(R a, R b, R c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a b
+  static R times_pow2(R y, R n) { return _mm512_scalef_ps(y, n); }
 };
 
 // 4 x rows by 6 weight rows: 24 accumulators, 10 loads per 24 fused multiply-adds (measured

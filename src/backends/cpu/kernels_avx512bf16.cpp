@@ -5,18 +5,13 @@
 
 #include <cstdint>
 
+#include "backends/cpu/avx512_common.h"
 #include "backends/cpu/isa_kernels.h"
 
 namespace lathe::cpu::avx512bf16 {
 namespace {
 
-// The sum of 16 lanes in a fixed order (GCC 12's _mm512_reduce_add_ps warns under -Wall).
-inline float hsum512(__m512 v) {
-  const __m256 h = _mm256_add_ps(_mm512_extractf32x8_ps(v, 0), _mm512_extractf32x8_ps(v, 1));
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-}
+using avx512_common::hsum512;
 
 // Both operands bf16, 32 elements (16 pairs) a step: acc[i] += x[2i] w[2i] + x[2i+1] w[2i+1].
 struct DotPolicy {

@@ -93,6 +93,23 @@ void over_weight_rows(int64_t m, int64_t n, const float* bias, float* y, ThreadP
   });
 }
 
+// y = x . w^T (+ bias) with the f32-activation kernel of `isa`.
+template <class W>
+void gemm_on(Isa isa, const float* x, const W* w, const float* bias, float* y, int64_t m, int64_t n,
+             int64_t k, ThreadPool& pool) {
+  over_weight_rows(m, n, bias, y, pool, [&](int64_t n0, int64_t n1) {
+    switch (isa) {
+      case Isa::Avx512Bf16:
+      case Isa::Avx512:
+        return avx512::gemm_rows(x, w, y, m, n0, n1, n, k);
+      case Isa::Avx2:
+        return avx2::gemm_rows(x, w, y, m, n0, n1, n, k);
+      case Isa::Portable:
+        return gemm_portable(x, w, y, m, n0, n1, n, k);
+    }
+  });
+}
+
 }  // namespace
 
 void matmul_reference(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
@@ -125,30 +142,9 @@ void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias
         avx512bf16::gemm_bf16_dot(xb, wb, y, m, n0, n1, n, k);
       });
     }
-    return over_weight_rows(m, n, bias, y, pool, [&](int64_t n0, int64_t n1) {
-      switch (isa) {
-        case Isa::Avx512Bf16:
-        case Isa::Avx512:
-          return avx512::gemm_bf16(x, wb, y, m, n0, n1, n, k);
-        case Isa::Avx2:
-          return avx2::gemm_bf16(x, wb, y, m, n0, n1, n, k);
-        case Isa::Portable:
-          return gemm_portable(x, wb, y, m, n0, n1, n, k);
-      }
-    });
+    return gemm_on(isa, x, wb, bias, y, m, n, k, pool);
   }
-  const auto* wf = static_cast<const float*>(w);
-  over_weight_rows(m, n, bias, y, pool, [&](int64_t n0, int64_t n1) {
-    switch (isa) {
-      case Isa::Avx512Bf16:
-      case Isa::Avx512:
-        return avx512::gemm_f32(x, wf, y, m, n0, n1, n, k);
-      case Isa::Avx2:
-        return avx2::gemm_f32(x, wf, y, m, n0, n1, n, k);
-      case Isa::Portable:
-        return gemm_portable(x, wf, y, m, n0, n1, n, k);
-    }
-  });
+  gemm_on(isa, x, static_cast<const float*>(w), bias, y, m, n, k, pool);
 }
 
 }  // namespace lathe::cpu
