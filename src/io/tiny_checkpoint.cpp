@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "io/durable.h"
 #include "io/json.h"
 #include "io/safetensors.h"
 
@@ -118,6 +119,16 @@ void scale_checkpoint_tensor(const std::filesystem::path& dir, const std::string
   }
   if (!found) fail(file.string(), ": no tensor ", name);
   write_safetensors(file, tensors);
+}
+
+void edit_config_number(const std::filesystem::path& dir, const std::string& field, double factor,
+                        double offset) {
+  const std::filesystem::path file = dir / "config.json";
+  Json config = read_json_file(file);
+  if (!config.is_object() || !config.contains(field) || !config[field].is_number())
+    fail(file.string(), ": field \"", field, "\" must be a number to edit");
+  config[field] = config[field].get<double>() * factor + offset;
+  write_file_atomic(file, config.dump(2) + "\n");
 }
 
 }  // namespace lathe

@@ -31,4 +31,10 @@ size_t build_tiny_checkpoint(const std::filesystem::path& fixture, const std::fi
 void scale_checkpoint_tensor(const std::filesystem::path& dir, const std::string& name,
                              float factor);
 
+// Sets the number `field` of `dir`/config.json to value * factor + offset (a config fault the
+// lab and the golden tests must catch: an off-by-one rope base, a wrong norm eps). Throws
+// when the field is absent or not a number.
+void edit_config_number(const std::filesystem::path& dir, const std::string& field, double factor,
+                        double offset);
+
 }  // namespace lathe

@@ -1,6 +1,7 @@
 #include "lab/catalog.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 
@@ -47,15 +48,21 @@ CatalogEntry entry_from_json(const Json& j, const std::string& origin, const fs:
   if (!(e.timeout_seconds >= 0 && e.timeout_seconds < 1e7))
     fail(origin, ": field \"timeout_seconds\" is out of range");
   e.inject = f.get_or<std::string>("inject", "");
-  const bool perturb = e.inject.rfind("perturb:", 0) == 0 && e.inject.size() > 8;
+  bool numeric = false;
+  try {
+    numeric = numeric_fault(e.inject).kind != NumericFault::Kind::None;
+  } catch (const Error& err) {
+    fail(origin, ": field \"inject\": ", err.what());
+  }
   if (!e.inject.empty() && e.inject != "hang" && e.inject != "crash" && e.inject != "oom" &&
-      !perturb)
+      !numeric)
     fail(origin,
-         ": field \"inject\" must be \"hang\", \"crash\", \"oom\" or \"perturb:TENSOR\", got \"",
+         ": field \"inject\" must be \"hang\", \"crash\", \"oom\", \"perturb:TENSOR\", "
+         "\"config:FIELD*X\", \"config:FIELD+X\" or \"kv:LAYER\", got \"",
          e.inject, "\"");
-  // A perturbed weight is written into the checkpoint the lab builds, never into a user's.
-  if (perturb && e.fixture.empty())
-    fail(origin, ": field \"inject\" \"perturb:...\" needs a \"fixture\" entry");
+  // A fault is written into the checkpoint the lab builds, never into a user's.
+  if (numeric && e.fixture.empty())
+    fail(origin, ": field \"inject\" \"", e.inject, "\" needs a \"fixture\" entry");
   return e;
 }
 
@@ -77,6 +84,41 @@ Json entry_to_json(const CatalogEntry& e) {
 }
 
 }  // namespace
+
+NumericFault numeric_fault(const std::string& inject) {
+  NumericFault f;
+  const auto number = [&](const std::string& s) {
+    size_t used = 0;
+    double x = 0;
+    try {
+      x = std::stod(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != s.size() || !std::isfinite(x))
+      fail("\"", inject, "\": \"", s, "\" is not a number");
+    return x;
+  };
+  if (inject.rfind("perturb:", 0) == 0 && inject.size() > 8) {
+    f.kind = NumericFault::Kind::Weight;
+    f.target = inject.substr(8);
+  } else if (inject.rfind("config:", 0) == 0) {
+    const size_t op = inject.find_first_of("*+", 7);
+    if (op == std::string::npos || op == 7)
+      fail("\"", inject, "\" must be config:FIELD*X or config:FIELD+X");
+    f.kind = NumericFault::Kind::Config;
+    f.target = inject.substr(7, op - 7);
+    const double x = number(inject.substr(op + 1));
+    (inject[op] == '*' ? f.factor : f.offset) = x;
+  } else if (inject.rfind("kv:", 0) == 0) {
+    f.kind = NumericFault::Kind::Cache;
+    const double layer = number(inject.substr(3));
+    if (layer < 0 || layer != static_cast<double>(static_cast<int64_t>(layer)))
+      fail("\"", inject, "\": the layer must be a whole number");
+    f.layer = static_cast<int64_t>(layer);
+  }
+  return f;
+}
 
 Catalog read_catalog(const fs::path& file) {
   const Json j = read_json_file(file);

@@ -31,9 +31,27 @@ struct CatalogEntry {
   // Per-entry limits (0: the sweep's).
   int64_t memory_limit_bytes = 0;
   double timeout_seconds = 0;
-  // Self-test faults for the lab's own tests: "hang", "crash" or "oom" in the model's process.
+  // Self-test faults for the lab's own tests: "hang", "crash" or "oom" in the model's process,
+  // or a numerical fault the comparison must catch (NumericFault, tiny fixtures only).
   std::string inject;
 };
+
+// The lab's must-fail fixtures (catalog "inject"), each applied to a tiny fixture:
+//   "perturb:TENSOR"     the checkpoint's TENSOR scaled by 1.01
+//   "config:FIELD*X"     config.json's number FIELD multiplied by X (a wrong norm eps)
+//   "config:FIELD+X"     ... or X added to it (an off-by-one rope base)
+//   "kv:LAYER"           a cache bug: the values LAYER cached for the prompt's last position
+//                        scaled by 1.01 before the decode steps are checked
+struct NumericFault {
+  enum class Kind : uint8_t { None, Weight, Config, Cache };
+  Kind kind = Kind::None;
+  std::string target;             // Weight: the tensor; Config: the field
+  double factor = 1, offset = 0;  // Config: value * factor + offset
+  int64_t layer = 0;              // Cache
+};
+// Kind::None for an inject that is not a numerical fault; throws lathe::Error on a malformed
+// one ("config:" without * or +, a number or layer that does not parse).
+NumericFault numeric_fault(const std::string& inject);
 
 struct Catalog {
   std::string task = "text-generation";

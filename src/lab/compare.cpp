@@ -36,6 +36,18 @@ LogitComparison compare_logits(const Tensor& actual, const Tensor& reference) {
   return c;
 }
 
+std::optional<int64_t> first_row_past(const Tensor& actual, const Tensor& reference,
+                                      double threshold) {
+  compare_logits(actual, reference);  // checks the shapes and dtypes
+  const int64_t vocab = actual.dim(1);
+  for (int64_t r = 0; r < actual.dim(0); ++r) {
+    const double e = nmse({actual.data<float>() + r * vocab, static_cast<size_t>(vocab)},
+                          {reference.data<float>() + r * vocab, static_cast<size_t>(vocab)});
+    if (!(e <= threshold)) return r;
+  }
+  return std::nullopt;
+}
+
 std::optional<int64_t> first_token_mismatch(std::span<const int32_t> a,
                                             std::span<const int32_t> b) {
   const size_t n = std::min(a.size(), b.size());

@@ -24,6 +24,11 @@ struct LogitComparison {
 // `actual` and `reference` are [rows, vocab] F32 with equal shapes.
 LogitComparison compare_logits(const Tensor& actual, const Tensor& reference);
 
+// The first row of [rows, vocab] logits whose own NMSE exceeds `threshold` or is NaN: decode
+// steps are judged one at a time, so a cache fault is named by the first step that reads it.
+std::optional<int64_t> first_row_past(const Tensor& actual, const Tensor& reference,
+                                      double threshold);
+
 // The first position where two token sequences differ (length of the shorter when one is
 // a prefix of the other and lengths differ); nullopt when identical.
 std::optional<int64_t> first_token_mismatch(std::span<const int32_t> actual,

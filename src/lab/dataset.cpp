@@ -70,6 +70,8 @@ const std::vector<Column>& columns() {
       {"logits_nmse", &LabRow::logits_nmse},
       {"logits_max_abs_error", &LabRow::logits_max_abs_error},
       {"top1_agreement", &LabRow::top1_agreement},
+      {"decode_logits_nmse", &LabRow::decode_logits_nmse},
+      {"decode_first_diverging_step", &LabRow::decode_first_diverging_step},
       {"first_diverging_layer", &LabRow::first_diverging_layer},
       {"judge_verdict", &LabRow::judge_verdict},
       {"lathe_version", &LabRow::lathe_version},

@@ -1,5 +1,7 @@
 #include "lab/golden_check.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "generate/generate.h"
 #include "io/checkpoint.h"
@@ -11,7 +13,7 @@ namespace lathe {
 namespace fs = std::filesystem;
 
 namespace {
-constexpr int64_t kGoldenFormat = 1;
+constexpr int64_t kGoldenFormat = 2;  // 2: decode_logits
 
 std::vector<int32_t> id_list(const JsonFields& f, const std::string& key) {
   std::vector<int32_t> ids;
@@ -20,9 +22,36 @@ std::vector<int32_t> id_list(const JsonFields& f, const std::string& key) {
 }
 }  // namespace
 
+Tensor decode_logits(const Model& model, Context& ctx, std::span<const int32_t> prompt,
+                     std::span<const int32_t> fed,
+                     const std::function<void(KVCache&)>& edit_cache) {
+  KVCache cache = model.new_cache(static_cast<int64_t>(prompt.size() + fed.size()));
+  std::vector<Tensor> rows;
+  rows.push_back(model.forward(ctx, prompt, cache, false));
+  if (edit_cache) edit_cache(cache);
+  for (const int32_t id : fed) rows.push_back(model.forward(ctx, {&id, 1}, cache, false));
+  const int64_t vocab = rows.front().dim(-1);
+  Tensor out = Tensor::zeros(DType::F32, {static_cast<int64_t>(rows.size()), vocab});
+  for (size_t r = 0; r < rows.size(); ++r)
+    std::copy_n(rows[r].data<float>(), vocab, out.mut<float>() + static_cast<int64_t>(r) * vocab);
+  return out;
+}
+
+void scale_cached_values(KVCache& cache, int64_t layer, float factor) {
+  if (layer < 0 || layer >= static_cast<int64_t>(cache.layers.size()) || cache.length == 0)
+    fail("scale_cached_values: no layer ", layer, " or nothing cached");
+  KVCache::Layer& l = cache.layers[static_cast<size_t>(layer)];
+  if (l.kind == StateKind::Recurrent) fail("scale_cached_values: layer ", layer, " is recurrent");
+  const int64_t slot = (cache.length - 1) % l.slots;
+  const int64_t per_slot = l.v.numel() / l.v.dim(0);
+  float* v = l.v.mut<float>() + slot * per_slot;
+  for (int64_t i = 0; i < per_slot; ++i) v[i] *= factor;
+}
+
 GoldenCheck check_golden_fixture(const fs::path& fixture, const fs::path& work_dir,
                                  const TinyBuildOptions& build, std::optional<DType> dtype,
-                                 Context& ctx, const std::function<void(const fs::path&)>& edit) {
+                                 Context& ctx, const std::function<void(const fs::path&)>& edit,
+                                 const std::function<void(KVCache&)>& edit_cache) {
   const Json golden = read_json_file(fixture / "goldens.json");
   JsonFields g(golden, (fixture / "goldens.json").string());
   if (g.get<int64_t>("format") != kGoldenFormat)
@@ -62,9 +91,24 @@ GoldenCheck check_golden_fixture(const fs::path& fixture, const fs::path& work_d
   const bool f32 = model->info().weight_dtype == DType::F32;
   r.layers = compare_layers(actual, reference, f32 ? kF32Nmse : kBf16Nmse);
 
-  // 32 greedy tokens through the static cache, prompt first, then one token at a time.
+  // The decode steps' logits, the reference's greedy tokens fed back (so the rows stay
+  // comparable where bf16 tokens part).
   const auto prompt = id_list(g, "prompt_ids");
   r.greedy_reference = id_list(g, "greedy_tokens");
+  const Tensor decode_ref = ref.tensor("decode_logits").to(DType::F32);
+  const int64_t steps = decode_ref.rank() == 2 ? decode_ref.dim(0) : 0;
+  if (steps < 1 || steps > static_cast<int64_t>(r.greedy_reference.size()))
+    fail(fixture.string(),
+         "/goldens.safetensors: decode_logits must be [steps, vocab] with at most "
+         "one step per greedy token");
+  const Tensor decode = decode_logits(
+      *model, ctx, prompt,
+      std::span<const int32_t>(r.greedy_reference).first(static_cast<size_t>(steps - 1)),
+      edit_cache);
+  r.decode = compare_logits(decode, decode_ref);
+  r.decode_first_diverging_step = first_row_past(decode, decode_ref, f32 ? kF32Nmse : kBf16Nmse);
+
+  // 32 greedy tokens through the static cache, prompt first, then one token at a time.
   for (const Json& m : g.at("greedy_margins")) r.greedy_margins.push_back(m.get<double>());
   GenerateOptions go;
   go.max_new_tokens = 32;

@@ -1,10 +1,12 @@
 // Runs a tiny fixture (tests/fixtures/tiny/<name>) against the goldens transformers made for
-// it: teacher-forced logits, per-layer hidden states and 32 greedy tokens.
+// it: teacher-forced logits, per-layer hidden states, the logits of the first decode steps and
+// 32 greedy tokens.
 #pragma once
 
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "io/tiny_checkpoint.h"
 #include "lab/compare.h"
 #include "lab/tolerances.h"
+#include "models/model.h"
 
 namespace lathe {
 
@@ -19,6 +22,10 @@ struct GoldenCheck {
   std::string name, architecture;
   LogitComparison logits;
   LayerReport layers;
+  // Decode: the prompt's last row, then one row per reference greedy token fed through the
+  // KV cache, against transformers' generate logits (goldens' decode_logits).
+  LogitComparison decode;
+  std::optional<int64_t> decode_first_diverging_step;  // first row past the tolerance
   std::vector<int32_t> greedy_reference, greedy_actual;
   std::vector<double> greedy_margins;  // reference top-1 minus top-2 logit per step
   std::optional<int64_t> first_token_mismatch;
@@ -26,11 +33,26 @@ struct GoldenCheck {
 };
 
 // Builds the fixture's checkpoint in `work_dir` with `build` options, runs it and compares.
-// `edit`, when given, is called with work_dir once the checkpoint is written (tests inject
-// faults there: a perturbed weight must be caught).
-GoldenCheck check_golden_fixture(
-    const std::filesystem::path& fixture, const std::filesystem::path& work_dir,
-    const TinyBuildOptions& build, std::optional<DType> dtype, Context& ctx,
-    const std::function<void(const std::filesystem::path&)>& edit = {});
+// The fault-injection seams of the must-fail tests: `edit`, when given, is called with
+// work_dir once the checkpoint is written (a perturbed weight, an edited config.json);
+// `edit_cache` with the decode check's cache after the prompt (a simulated cache bug).
+GoldenCheck check_golden_fixture(const std::filesystem::path& fixture,
+                                 const std::filesystem::path& work_dir,
+                                 const TinyBuildOptions& build, std::optional<DType> dtype,
+                                 Context& ctx,
+                                 const std::function<void(const std::filesystem::path&)>& edit = {},
+                                 const std::function<void(KVCache&)>& edit_cache = {});
+
+// The decode path's logits: `prompt` in one step (its last row), then each of `fed` one token
+// at a time through the KV cache: [1 + fed.size(), vocab]. `edit_cache`, when given, is
+// called with the cache after the prompt: a seam for tests only (a simulated cache bug,
+// written through KVCache's public fields), never set on a real run.
+Tensor decode_logits(const Model& model, Context& ctx, std::span<const int32_t> prompt,
+                     std::span<const int32_t> fed,
+                     const std::function<void(KVCache&)>& edit_cache = {});
+
+// Multiplies the values `layer` holds for the cache's last filled position by `factor`: a
+// cache bug that moves the following decode steps' logits but not the prompt's.
+void scale_cached_values(KVCache& cache, int64_t layer, float factor);
 
 }  // namespace lathe

@@ -9,7 +9,9 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <span>
 #include <thread>
 
 #include "core/error.h"
@@ -22,6 +24,7 @@
 #include "io/tiny_checkpoint.h"
 #include "lab/compare.h"
 #include "lab/dataset.h"
+#include "lab/golden_check.h"
 #include "models/features.h"
 #include "models/registry.h"
 #include "tokenizer/tokenizer.h"
@@ -76,19 +79,26 @@ class Stages {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-// "perturb:TENSOR": the fixture's checkpoint with TENSOR scaled by 1.01, a numerical fault the
-// comparison must catch and place (catalog field "inject").
-std::string perturbed_tensor(const CatalogEntry& e) {
-  return e.inject.rfind("perturb:", 0) == 0 ? e.inject.substr(8) : "";
+// A must-fail fixture's fault (catalog field "inject", NumericFault in catalog.h): in the
+// checkpoint (a weight, config.json) or in the decode check's cache.
+bool edits_checkpoint(const NumericFault& f) {
+  switch (f.kind) {
+    case NumericFault::Kind::Weight:
+    case NumericFault::Kind::Config:
+      return true;
+    case NumericFault::Kind::None:
+    case NumericFault::Kind::Cache:
+      return false;
+  }
+  return false;
 }
 
 fs::path checkpoint_dir(const CatalogEntry& e, const ProtocolOptions& o) {
   if (!e.fixture.empty()) {
-    const std::string tensor = perturbed_tensor(e);
-    if (tensor.empty()) return o.work_dir / e.fixture.filename();
-    // A folder of its own, named by a hash of the tensor name (any characters are safe).
+    if (!edits_checkpoint(numeric_fault(e.inject))) return o.work_dir / e.fixture.filename();
+    // A folder of its own, named by a hash of the fault (any characters are safe).
     return o.work_dir /
-           cat(e.fixture.filename().string(), ".perturbed-", std::hash<std::string>{}(tensor));
+           cat(e.fixture.filename().string(), ".perturbed-", std::hash<std::string>{}(e.inject));
   }
   return e.path;
 }
@@ -101,8 +111,9 @@ void fetch_tiny(const CatalogEntry& e, const fs::path& dir) {
   std::error_code ec;
   try {
     build_tiny_checkpoint(e.fixture, tmp, {});
-    if (const std::string tensor = perturbed_tensor(e); !tensor.empty())
-      scale_checkpoint_tensor(tmp, tensor, 1.01f);
+    const NumericFault f = numeric_fault(e.inject);
+    if (f.kind == NumericFault::Kind::Weight) scale_checkpoint_tensor(tmp, f.target, 1.01f);
+    if (f.kind == NumericFault::Kind::Config) edit_config_number(tmp, f.target, f.factor, f.offset);
     write_file_atomic(tmp / ".lathe-built", e.fixture.string() + "\n");
     fs::remove_all(dir, ec);
     fs::rename(tmp, dir, ec);
@@ -194,6 +205,17 @@ std::string judge(LabRow& row, const Reference& ref, bool f32) {
     ok = false;
     why += cat("; ", *row.first_diverging_layer, " diverges first");
   }
+  // Decode steps, judged with the same tolerance (each step's own NMSE names the first).
+  if (row.decode_logits_nmse && !(*row.decode_logits_nmse <= tol)) {
+    ok = false;
+    why += cat("; decode logit NMSE ", *row.decode_logits_nmse, " > ", tol);
+  } else if (row.decode_logits_nmse) {
+    why += cat("; decode logit NMSE ", *row.decode_logits_nmse, " <= ", tol);
+  }
+  if (f32 && row.decode_first_diverging_step) {
+    ok = false;
+    why += cat("; decode step ", *row.decode_first_diverging_step, " diverges first");
+  }
   row.status = ok ? "pass" : "fail";
   return why;
 }
@@ -281,7 +303,8 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
     if (row.memory_limit_bytes > 0 && weight_bytes > static_cast<uint64_t>(row.memory_limit_bytes))
       fail("the weights (", weight_bytes >> 20, " MiB) exceed the memory limit of ",
            row.memory_limit_bytes >> 20, " MiB");
-    if (!e.inject.empty() && perturbed_tensor(e).empty()) inject_fault(e.inject);
+    const NumericFault fault = numeric_fault(e.inject);
+    if (!e.inject.empty() && fault.kind == NumericFault::Kind::None) inject_fault(e.inject);
 
     stages.enter("load");
     const Checkpoint ckpt = Checkpoint::open(dir);
@@ -359,6 +382,18 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
     if (!ref->hidden.empty()) {
       const LayerReport layers = compare_layers(actual, ref->hidden, f32 ? kF32Nmse : kBf16Nmse);
       row.first_diverging_layer = layers.first_diverging;
+    }
+    // Decode steps: the prompt, then the reference's first greedy tokens through the cache.
+    if (ref->decode_logits.rank() == 2) {
+      std::function<void(KVCache&)> edit_cache;
+      if (fault.kind == NumericFault::Kind::Cache)
+        edit_cache = [&](KVCache& c) { scale_cached_values(c, fault.layer, 1.01f); };
+      const auto fed = std::span<const int32_t>(ref->greedy_tokens)
+                           .first(static_cast<size_t>(ref->decode_logits.dim(0) - 1));
+      const Tensor decode = decode_logits(*model, ctx, row.prompt_ids, fed, edit_cache);
+      row.decode_logits_nmse = compare_logits(decode, ref->decode_logits).nmse;
+      if (auto k = first_row_past(decode, ref->decode_logits, f32 ? kF32Nmse : kBf16Nmse))
+        row.decode_first_diverging_step = static_cast<int32_t>(*k);
     }
     row.judge_verdict = judge(row, *ref, f32);
     if (row.status == "fail") row.error_type = "numerics";

@@ -6,7 +6,8 @@
 //   compile    nothing yet (eager mode); recorded as zero seconds
 //   generate   32 greedy tokens through the static KV cache
 //   reference  transformers f32 on CPU: the cache, else the bridge
-//   compare    tokens, teacher-forced logits and the first diverging layer; the judge
+//   compare    tokens, teacher-forced logits and the first diverging layer, the logits of the
+//              first decode steps (format 2 references); the judge
 // Each stage's end is recorded in seconds from the start.
 #pragma once
 
@@ -23,8 +24,9 @@ namespace lathe {
 
 // The verdict on a compared row: sets row.status to "pass" or "fail" and returns why. Fails
 // on tokens that differ (in bf16, unless they part after a reference near-tie), a logit NMSE
-// over the tolerance or NaN, and in f32 on any teacher-forced argmax that differs or any
-// named intermediate past the tolerance (row.first_diverging_layer).
+// over the tolerance or NaN, a decode logit NMSE over it, and in f32 on any teacher-forced
+// argmax that differs, any named intermediate past the tolerance (row.first_diverging_layer)
+// or any decode step past it (row.decode_first_diverging_step).
 std::string judge(LabRow& row, const Reference& ref, bool f32);
 
 struct ProtocolOptions {

@@ -17,7 +17,8 @@ namespace lathe {
 namespace fs = std::filesystem;
 
 namespace {
-constexpr int64_t kReferenceFormat = 1;  // the golden format of tools/reference/make_tiny.py
+// The golden format of tools/reference/make_tiny.py: 2 adds decode_logits; 1 is still read.
+constexpr int64_t kReferenceFormat = 2;
 
 class Sha256 {
  public:
@@ -133,9 +134,9 @@ Reference read_reference(const fs::path& entry, const std::string& source) {
   const fs::path json_path = entry / "reference.json";
   const Json j = read_json_file(json_path);
   JsonFields g(j, json_path.string());
-  if (g.get<int64_t>("format") != kReferenceFormat)
-    fail(g.origin(), ": reference format ", g.get<int64_t>("format"), ", this lathe reads ",
-         kReferenceFormat);
+  const int64_t format = g.get<int64_t>("format");
+  if (format < 1 || format > kReferenceFormat)
+    fail(g.origin(), ": reference format ", format, ", this lathe reads 1 to ", kReferenceFormat);
   Reference r;
   r.source = source;
   r.dir = entry;
@@ -152,6 +153,15 @@ Reference read_reference(const fs::path& entry, const std::string& source) {
   r.logits = r.file->tensor("logits").to(DType::F32);
   if (r.logits.rank() != 2 || r.logits.dim(0) != static_cast<int64_t>(r.teacher_forced_ids.size()))
     fail(entry.string(), "/reference.safetensors: logits must be [teacher_forced_ids, vocab]");
+  if (format >= 2) {
+    r.decode_logits = r.file->tensor("decode_logits").to(DType::F32);
+    if (r.decode_logits.rank() != 2 || r.decode_logits.dim(0) < 1 ||
+        r.decode_logits.dim(0) > static_cast<int64_t>(r.greedy_tokens.size()) ||
+        r.decode_logits.dim(1) != r.logits.dim(1))
+      fail(entry.string(),
+           "/reference.safetensors: decode_logits must be [steps, vocab], at most one step per "
+           "greedy token");
+  }
   if (r.file->contains("hidden_states") && g.has("hidden_state_names")) {
     const Tensor hidden = r.file->tensor("hidden_states").to(DType::F32);
     const Json& names = g.at("hidden_state_names");

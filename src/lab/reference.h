@@ -25,9 +25,12 @@ struct Reference {
   std::vector<int32_t> teacher_forced_ids;
   Tensor logits;                                       // [teacher_forced_ids, vocab] F32
   std::vector<std::pair<std::string, Tensor>> hidden;  // "embed", "layer.N.out", "final_norm"
-  std::string script;                                  // the command that reproduces it
-  std::filesystem::path dir;                           // the cache entry
-  std::optional<SafetensorsFile> file;                 // keeps the tensors' bytes mapped
+  // [steps, vocab] F32: generate's logits after the prompt and after each of the first
+  // greedy tokens (format 2); empty in format 1 entries, which are then not decode-checked.
+  Tensor decode_logits;
+  std::string script;                   // the command that reproduces it
+  std::filesystem::path dir;            // the cache entry
+  std::optional<SafetensorsFile> file;  // keeps the tensors' bytes mapped
 };
 
 // SHA-256 over the files that decide a model's outputs: config.json, generation_config.json,

@@ -168,6 +168,8 @@ Json row_to_json(const LabRow& r) {
       {"logits_nmse", optional_json(r.logits_nmse)},
       {"logits_max_abs_error", optional_json(r.logits_max_abs_error)},
       {"top1_agreement", optional_json(r.top1_agreement)},
+      {"decode_logits_nmse", optional_json(r.decode_logits_nmse)},
+      {"decode_first_diverging_step", optional_json(r.decode_first_diverging_step)},
       {"first_diverging_layer", optional_json(r.first_diverging_layer)},
       {"judge_verdict", r.judge_verdict},
       {"lathe_version", r.lathe_version},
@@ -236,6 +238,8 @@ LabRow row_from_json(const Json& j, const std::string& origin) {
   in.number("logits_nmse", r.logits_nmse);
   in.number("logits_max_abs_error", r.logits_max_abs_error);
   in.number("top1_agreement", r.top1_agreement);
+  in.number("decode_logits_nmse", r.decode_logits_nmse);
+  in.integer("decode_first_diverging_step", r.decode_first_diverging_step);
   in.str("first_diverging_layer", r.first_diverging_layer);
   in.str("judge_verdict", r.judge_verdict);
   in.str("lathe_version", r.lathe_version);

@@ -51,6 +51,10 @@ struct LabRow {
   std::vector<int32_t> prompt_ids, reference_tokens, generated_tokens;
   std::optional<int32_t> first_mismatch;
   std::optional<double> logits_nmse, logits_max_abs_error, top1_agreement;
+  // The decode steps' logits (the prompt's last row, then each reference token through the
+  // cache) against generate's in transformers; the first step past the tolerance.
+  std::optional<double> decode_logits_nmse;
+  std::optional<int32_t> decode_first_diverging_step;
   std::optional<std::string> first_diverging_layer;
   std::string judge_verdict;
 

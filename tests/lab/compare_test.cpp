@@ -54,6 +54,19 @@ TEST(Oracle, CompareLogitsFindsTheFirstDisagreeingRow) {
   EXPECT_THROW(compare_logits(rows_of(1, 3, {1, 2, 3}), ref), Error);
 }
 
+TEST(Oracle, FirstRowPastJudgesEachRowAlone) {
+  // Row 0 exact, row 1 off by 1e-3 of its scale (NMSE 1e-6 on its own, less overall).
+  const Tensor ref = rows_of(3, 2, {1, 0, 1, 0, 1, 0});
+  const Tensor act = rows_of(3, 2, {1, 0, 1.001f, 0, 1, 0});
+  EXPECT_EQ(first_row_past(act, ref, 1e-7), 1);
+  EXPECT_FALSE(first_row_past(act, ref, 1e-5));
+  EXPECT_FALSE(first_row_past(ref, ref, 0));
+  Tensor nan = ref.clone();
+  nan.mut<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(first_row_past(nan, ref, 1), 2);
+  EXPECT_THROW(first_row_past(rows_of(1, 2, {1, 0}), ref, 1), Error);
+}
+
 TEST(Oracle, FirstTokenMismatch) {
   const std::vector<int32_t> a = {1, 2, 3, 4}, b = {1, 2, 9, 4}, prefix = {1, 2};
   EXPECT_FALSE(first_token_mismatch(a, a));
@@ -124,6 +137,18 @@ TEST(Oracle, JudgeFailsWhatItShould) {
   argmax.top1_agreement = 23.0 / 24.0;
   EXPECT_NE(judge(argmax, ref, true).find("top-1 agreement"), std::string::npos);
   EXPECT_EQ(argmax.status, "fail");
+  // Decode steps: an NMSE past the tolerance, or one step past it in f32.
+  LabRow decode = row();
+  decode.decode_logits_nmse = 1e-12;
+  judge(decode, ref, true);
+  EXPECT_EQ(decode.status, "pass");
+  decode.decode_logits_nmse = 2 * kF32Nmse;
+  EXPECT_NE(judge(decode, ref, true).find("decode logit NMSE"), std::string::npos);
+  EXPECT_EQ(decode.status, "fail");
+  decode.decode_logits_nmse = 1e-12;
+  decode.decode_first_diverging_step = 3;
+  EXPECT_NE(judge(decode, ref, true).find("decode step 3"), std::string::npos);
+  EXPECT_EQ(decode.status, "fail");
   LabRow layer = row();
   layer.first_diverging_layer = "layer.1.mlp_out";
   EXPECT_NE(judge(layer, ref, true).find("layer.1.mlp_out"), std::string::npos);

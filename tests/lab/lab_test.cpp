@@ -273,6 +273,10 @@ TEST(Catalog, MalformedEntriesNameTheField) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"models": [{"rank": 1}]})", "id"},
       {R"({"models": [{"id": "a", "inject": "explode"}]})", "inject"},
+      {R"({"models": [{"id": "a", "fixture": "f", "inject": "config:rope_theta"}]})", "inject"},
+      {R"({"models": [{"id": "a", "fixture": "f", "inject": "config:rope_theta+x"}]})", "inject"},
+      {R"({"models": [{"id": "a", "fixture": "f", "inject": "kv:1.5"}]})", "inject"},
+      {R"({"models": [{"id": "a", "inject": "kv:1"}]})", "fixture"},
       {R"({"models": [{"id": "a", "prompt_ids": [-1]}]})", "prompt_ids"},
       {R"({"models": [{"id": "a", "memory_limit_mb": -5}]})", "memory_limit_mb"},
       {R"({"models": {}})", "models"},
@@ -288,6 +292,29 @@ TEST(Catalog, MalformedEntriesNameTheField) {
       EXPECT_NE(std::string(e.what()).find("c.json"), std::string::npos) << e.what();
     }
   }
+}
+
+TEST(Catalog, NumericFaultsParse) {
+  using K = NumericFault::Kind;
+  EXPECT_EQ(numeric_fault("").kind, K::None);
+  EXPECT_EQ(numeric_fault("hang").kind, K::None);
+  const NumericFault w = numeric_fault("perturb:model.norm.weight");
+  EXPECT_EQ(w.kind, K::Weight);
+  EXPECT_EQ(w.target, "model.norm.weight");
+  const NumericFault rope = numeric_fault("config:rope_theta+1");
+  EXPECT_EQ(rope.kind, K::Config);
+  EXPECT_EQ(rope.target, "rope_theta");
+  EXPECT_EQ(rope.factor, 1.0);
+  EXPECT_EQ(rope.offset, 1.0);
+  const NumericFault eps = numeric_fault("config:rms_norm_eps*10");
+  EXPECT_EQ(eps.target, "rms_norm_eps");
+  EXPECT_EQ(eps.factor, 10.0);
+  EXPECT_EQ(eps.offset, 0.0);
+  const NumericFault kv = numeric_fault("kv:3");
+  EXPECT_EQ(kv.kind, K::Cache);
+  EXPECT_EQ(kv.layer, 3);
+  EXPECT_THROW(numeric_fault("config:*2"), Error);
+  EXPECT_THROW(numeric_fault("kv:-1"), Error);
 }
 
 TEST(Catalog, FindsSnapshotsInTheHuggingFaceCacheLayout) {

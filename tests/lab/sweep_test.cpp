@@ -77,6 +77,9 @@ TEST(LabSweep, BundledCatalogPassesAndIsReadableByPyarrowPandasDuckdb) {
     EXPECT_EQ(row.generated_tokens, row.reference_tokens) << row.model_id;
     EXPECT_LE(*row.logits_nmse, kF32Nmse) << row.model_id;
     EXPECT_FALSE(row.first_diverging_layer) << row.model_id;
+    ASSERT_TRUE(row.decode_logits_nmse) << row.model_id << ": no decode steps compared";
+    EXPECT_LE(*row.decode_logits_nmse, kF32Nmse) << row.model_id;
+    EXPECT_FALSE(row.decode_first_diverging_step) << row.model_id;
     EXPECT_EQ(row.compile_seconds, 0);
     EXPECT_GT(row.peak_memory_bytes, 0);
     EXPECT_NE(row.run_script.find("lathe generate"), std::string::npos);
@@ -214,6 +217,42 @@ TEST(LabSweep, PerturbedWeightFailsAtTheNodeItReaches) {
     ASSERT_TRUE(row.first_diverging_layer) << id;
     EXPECT_EQ(*row.first_diverging_layer, node) << id;
   }
+}
+
+// The other must-fail fixtures: a rope base 0.1% off and a wrong norm eps (config.json, the
+// weights untouched) fail at the first node they reach; a cache bug that shifts the decode
+// steps' logits without flipping a token fails on the decode check alone, at the first step
+// that reads the edited cache.
+TEST(LabSweep, ConfigAndCacheFaultsFailTheJudge) {
+  ScratchDir dir("faults");
+  write_catalog_file(
+      dir / "catalog.json",
+      {tiny("llama_tied_gqa", R"(, "id": "x/rope", "inject": "config:rope_theta*1.001")"),
+       tiny("llama_tied_gqa", R"(, "id": "x/eps", "inject": "config:rms_norm_eps*10")"),
+       tiny("llama_tied_gqa", R"(, "id": "x/kv", "inject": "kv:1")")});
+  const auto r = run_lathe("lab run --quiet --catalog " + (dir / "catalog.json").string() +
+                           " --out " + (dir / "out").string() +
+                           " --reference-python none --reference-cache " + (dir / "ref").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto rows = read_rows(dir / "out");
+  ASSERT_EQ(rows.size(), 3u);
+  for (const char* id : {"x/rope", "x/eps"}) {
+    const LabRow& row = find_row(rows, id);
+    EXPECT_EQ(row.status, "fail") << id << ": " << row.judge_verdict;
+    EXPECT_EQ(row.error_type, "numerics") << id;
+    ASSERT_TRUE(row.logits_nmse && row.first_diverging_layer) << id << ": " << row.judge_verdict;
+    EXPECT_GT(*row.logits_nmse, kF32Nmse) << id;
+    EXPECT_EQ(*row.first_diverging_layer, "layer.0.attn_out") << id;
+  }
+  const LabRow& kv = find_row(rows, "x/kv");
+  EXPECT_EQ(kv.status, "fail") << kv.judge_verdict;
+  EXPECT_EQ(kv.error_type, "numerics");
+  EXPECT_EQ(kv.generated_tokens, kv.reference_tokens);
+  ASSERT_TRUE(kv.logits_nmse && kv.decode_logits_nmse) << kv.judge_verdict;
+  EXPECT_LE(*kv.logits_nmse, kF32Nmse) << "the prompt's logits do not read the edited cache";
+  EXPECT_FALSE(kv.first_diverging_layer);
+  EXPECT_GT(*kv.decode_logits_nmse, kF32Nmse);
+  EXPECT_EQ(kv.decode_first_diverging_step, 1) << kv.judge_verdict;
 }
 
 TEST(LabSweep, KilledSweepResumesWithEveryRowExactlyOnce) {

@@ -1,6 +1,7 @@
 // Every tiny fixture against the goldens transformers (f32, CPU) made for it.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "lab/golden_check.h"
@@ -35,6 +36,13 @@ void expect_f32_match(const GoldenCheck& r) {
   EXPECT_EQ(r.logits.top1_agreement, 1.0);
   EXPECT_FALSE(r.layers.first_diverging) << "first diverging layer: " << *r.layers.first_diverging;
   EXPECT_GE(r.layers.layers.size(), 3u);  // embed, at least one layer, final norm compared
+  // The decode steps' logits (the prompt's last row, then reference tokens through the cache).
+  EXPECT_GE(r.decode.rows, 4);
+  EXPECT_LE(r.decode.nmse, kF32Nmse)
+      << r.name << " decode max abs error " << r.decode.max_abs_error;
+  EXPECT_FALSE(r.decode_first_diverging_step)
+      << "first diverging decode step: " << *r.decode_first_diverging_step;
+  EXPECT_EQ(r.decode.top1_agreement, 1.0);
   EXPECT_EQ(r.greedy_actual, r.greedy_reference)
       << "first mismatch at " << r.first_token_mismatch.value_or(-1);
   // The goldens are only a test if greedy choices were clear: every reference margin is far
@@ -58,6 +66,7 @@ TEST_P(Golden, EagerMatchesTransformers) {
 TEST_P(Golden, EagerBf16WithinTolerance) {
   const GoldenCheck r = run({.dtype = DType::BF16}, std::nullopt, false, true);
   EXPECT_LE(r.logits.nmse, kBf16Nmse) << r.name;
+  EXPECT_LE(r.decode.nmse, kBf16Nmse) << r.name;
   EXPECT_GE(r.logits.top1_agreement, 0.9) << r.name;
 }
 
@@ -68,6 +77,7 @@ TEST_P(Golden, ShardedCheckpointMatchesTransformers) {
 TEST_P(Golden, Bf16WithinTolerance) {
   const GoldenCheck r = run({.dtype = DType::BF16}, std::nullopt, false);
   EXPECT_LE(r.logits.nmse, kBf16Nmse) << r.name;
+  EXPECT_LE(r.decode.nmse, kBf16Nmse) << r.name;
   EXPECT_GE(r.logits.top1_agreement, 0.9) << r.name;
   EXPECT_GT(r.logits.nmse, 0.0) << "bf16 weights should not match f32 exactly";
 }
@@ -113,6 +123,62 @@ INSTANTIATE_TEST_SUITE_P(
         if (c == '.') c = '_';
       return n + "_" + std::to_string(info.index);
     });
+
+// A wrong config with the right weights: a rope base 0.1% off (10000 -> 10010) and a norm eps
+// ten times too large each leave the tolerance, first at the node they reach, and move the
+// decode steps too. An off-by-one base (10001) is not caught: over 24 positions it moves the
+// logits by NMSE 1.8e-10, inside kF32Nmse (docs/testing.md).
+struct ConfigFault {
+  std::string field;
+  double factor, offset;
+  std::string first_diverging;
+};
+
+class ConfigFaultIsLocated : public ::testing::TestWithParam<ConfigFault> {};
+
+TEST_P(ConfigFaultIsLocated, FirstDivergingNodeNamesIt) {
+  const ConfigFault& f = GetParam();
+  testing::ScratchDir dir("config-fault");
+  ThreadPool pool(2);
+  Context ctx{&pool, false, false};
+  auto edit = [&](const fs::path& ckpt) { edit_config_number(ckpt, f.field, f.factor, f.offset); };
+  const GoldenCheck r = check_golden_fixture(testing::fixture_dir("llama_tied_gqa"), dir.path(), {},
+                                             DType::F32, ctx, edit);
+  std::printf("%s: logit NMSE %.3g, decode NMSE %.3g (tolerance %.0e)\n", f.field.c_str(),
+              r.logits.nmse, r.decode.nmse, kF32Nmse);
+  ASSERT_TRUE(r.layers.first_diverging) << "a wrong " << f.field << " went unseen";
+  EXPECT_EQ(*r.layers.first_diverging, f.first_diverging);
+  EXPECT_GT(r.logits.nmse, kF32Nmse);
+  EXPECT_GT(r.decode.nmse, kF32Nmse);
+  EXPECT_TRUE(r.decode_first_diverging_step);
+}
+
+INSTANTIATE_TEST_SUITE_P(Llama, ConfigFaultIsLocated,
+                         ::testing::Values(ConfigFault{"rope_theta", 1.001, 0, "layer.0.attn_out"},
+                                           ConfigFault{"rms_norm_eps", 10, 0, "layer.0.attn_out"}),
+                         [](const auto& info) { return info.param.field; });
+
+// A cache bug: the values layer 1 cached for the prompt's last position are scaled by 1.01
+// once the prompt has run (through KVCache's public fields, the seam check_golden_fixture
+// offers tests). The prompt's logits and every named state are untouched and every decode
+// step's argmax is still the reference's token, so only the decode logits can catch it, from
+// the first step that reads the cache.
+TEST(CacheFault, ShiftsDecodeLogitsWithoutFlippingAToken) {
+  testing::ScratchDir dir("cache-fault");
+  ThreadPool pool(2);
+  Context ctx{&pool, false, false};
+  auto bug = [](KVCache& cache) { scale_cached_values(cache, 1, 1.01f); };
+  const GoldenCheck r = check_golden_fixture(testing::fixture_dir("llama_tied_gqa"), dir.path(), {},
+                                             DType::F32, ctx, {}, bug);
+  std::printf("cache fault: logit NMSE %.3g, decode NMSE %.3g (tolerance %.0e)\n", r.logits.nmse,
+              r.decode.nmse, kF32Nmse);
+  EXPECT_LE(r.logits.nmse, kF32Nmse);
+  EXPECT_FALSE(r.layers.first_diverging);
+  EXPECT_EQ(r.decode.top1_agreement, 1.0) << "the fault flipped a token: make it smaller";
+  EXPECT_EQ(r.greedy_actual, r.greedy_reference);
+  EXPECT_GT(r.decode.nmse, kF32Nmse) << "the decode check missed a cache bug";
+  EXPECT_EQ(r.decode_first_diverging_step, 1);  // row 0 is the prompt's, before the edit
+}
 
 INSTANTIATE_TEST_SUITE_P(Tiny, Golden, ::testing::ValuesIn(fixture_names()),
                          [](const auto& info) { return info.param; });

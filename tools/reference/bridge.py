@@ -19,7 +19,8 @@ import pathlib
 import shlex
 import sys
 
-FORMAT = 1
+FORMAT = 2  # 2: decode_logits
+DECODE_ROWS = 8  # as make_tiny.py
 
 
 def main() -> int:
@@ -55,7 +56,7 @@ def main() -> int:
             torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
             max_new_tokens=args.max_new_tokens, do_sample=False, num_beams=1,
             eos_token_id=eos or None, pad_token_id=eos[0] if eos else None,
-            output_scores=True, return_dict_in_generate=True, use_cache=True)
+            output_scores=True, output_logits=True, return_dict_in_generate=True, use_cache=True)
         tokens = gen.sequences[0, len(prompt):].tolist()
         margins = [float(v[0] - v[1]) for v in (torch.topk(s[0].float(), 2).values for s in gen.scores)]
         ids = prompt + tokens
@@ -74,7 +75,9 @@ def main() -> int:
 
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    save_file({"logits": np.ascontiguousarray(logits), "hidden_states": np.ascontiguousarray(hidden)},
+    decode_logits = torch.stack([x[0].float() for x in gen.logits[:DECODE_ROWS]]).numpy()
+    save_file({"logits": np.ascontiguousarray(logits), "hidden_states": np.ascontiguousarray(hidden),
+               "decode_logits": np.ascontiguousarray(decode_logits)},
               str(out / "reference.safetensors"))
     script = " ".join(shlex.quote(a) for a in
                       ["python", "tools/reference/bridge.py", args.model_dir, "--prompt-ids",

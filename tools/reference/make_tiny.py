@@ -7,7 +7,10 @@ For each config it writes tests/fixtures/tiny/<name>/:
                        which lathe regenerates the weights bit for bit (weightgen.py)
   goldens.safetensors  teacher-forced logits [T, vocab] and hidden states [states, T, hidden]:
                        embed, each layer's attention and MLP module outputs and its output,
-                       final_norm (names in goldens.json; module_outputs.py)
+                       final_norm (names in goldens.json; module_outputs.py); and
+                       decode_logits [DECODE_ROWS, vocab], generate's raw logits for its first
+                       greedy tokens (row 0 after the prompt, row i after greedy token i - 1
+                       went through the KV cache)
   goldens.json         ids, 32 greedy tokens with their top-1/top-2 margins, per-layer
                        summaries, and the transformers / torch versions that made them
 
@@ -30,7 +33,9 @@ import weightgen
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-GOLDEN_FORMAT = 1
+GOLDEN_FORMAT = 2  # 2: decode_logits
+# Rows of decode_logits: the prompt's last position and 7 decode steps, 4 KiB at vocab 128.
+DECODE_ROWS = 8
 
 
 def counter_ids(seed: int, count: int, vocab: int, avoid: set[int]) -> list[int]:
@@ -130,7 +135,7 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
             torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
             max_new_tokens=32, do_sample=False, eos_token_id=sorted(eos) or None,
             pad_token_id=sorted(eos)[0] if eos else None, output_scores=True,
-            return_dict_in_generate=True, use_cache=True)
+            output_logits=True, return_dict_in_generate=True, use_cache=True)
     new_tokens = gen.sequences[0, len(prompt):].tolist()
     margins = []
     for s in gen.scores:
@@ -138,7 +143,11 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         margins.append(float(top2[0] - top2[1]))
     tf_margins = [float(v[0] - v[1]) for v in torch.topk(torch.from_numpy(logits), 2).values]
 
-    save_file({"logits": logits, "hidden_states": hidden}, str(out / "goldens.safetensors"))
+    # The logits of decode steps, before any logits processor: a cache fault that moves them
+    # without flipping a greedy token shows here.
+    decode_logits = torch.stack([x[0].float() for x in gen.logits[:DECODE_ROWS]]).numpy()
+    save_file({"logits": logits, "hidden_states": hidden, "decode_logits": decode_logits},
+              str(out / "goldens.safetensors"))
     summaries = [{"mean": float(h.mean()), "rms": float(np.sqrt((h.astype(np.float64) ** 2).mean())),
                   "absmax": float(np.abs(h).max())} for h in hidden]
     golden = {
