@@ -1,6 +1,6 @@
 // Loading tokenizer.json / tokenizer_config.json and running the pipeline
-// (tokenizers/src/tokenizer/{mod,serialization}.rs; transformers' tokenization_utils_fast.py
-// and tokenization_llama_fast.py for the tokenizer_config.json part).
+// (tokenizers/src/tokenizer/{mod,serialization}.rs; transformers 5.x's
+// tokenization_utils_base.py and tokenization_utils_tokenizers.py for tokenizer_config.json).
 #include "tokenizer/tokenizer.h"
 
 #include <unordered_map>
@@ -115,13 +115,20 @@ std::string config_token(const Json& cfg, const char* key, const std::string& fi
   fail(file, ": field \"", key, "\" must be a string or {\"content\": ...}, found ", it->dump());
 }
 
-// transformers' LlamaTokenizerFast.update_post_processor: with add_bos_token / add_eos_token
-// the post-processor becomes "[bos] $A [eos]".
-const std::unordered_set<std::string>& llama_like_classes() {
-  static const std::unordered_set<std::string> s = {"LlamaTokenizer",     "LlamaTokenizerFast",
-                                                    "CodeLlamaTokenizer", "CodeLlamaTokenizerFast",
-                                                    "GemmaTokenizer",     "GemmaTokenizerFast"};
-  return s;
+// How transformers 5.x (5.24) builds the post-processor when tokenizer.json exists
+// (docs/tokenizer.md): PreTrainedTokenizerBase._from_pretrained drops tokenizer_config's
+// add_bos_token / add_eos_token, so tokenizer.json's post_processor decides (none when null),
+// except for the classes whose __init__ rebuilds it regardless.
+enum class ConfigPost { FromFile, BosOnly, Nothing };
+
+ConfigPost config_post_processor(const std::string& tokenizer_class) {
+  // CodeLlamaTokenizer passes its own add_bos_token=True default to update_post_processor.
+  if (tokenizer_class == "CodeLlamaTokenizer" || tokenizer_class == "CodeLlamaTokenizerFast")
+    return ConfigPost::BosOnly;
+  // GPTNeoXTokenizer calls update_post_processor() with add_bos / add_eos false.
+  if (tokenizer_class == "GPTNeoXTokenizer" || tokenizer_class == "GPTNeoXTokenizerFast")
+    return ConfigPost::Nothing;
+  return ConfigPost::FromFile;
 }
 
 }  // namespace
@@ -157,20 +164,21 @@ Tokenizer Tokenizer::load_files(const std::filesystem::path& tokenizer_json,
   const std::string cls = f.has("tokenizer_class") && f.at("tokenizer_class").is_string()
                               ? f.get<std::string>("tokenizer_class")
                               : "";
-  const bool llama = llama_like_classes().count(cls) > 0;
-  if (llama || f.has("add_bos_token") || f.has("add_eos_token")) {
-    const bool add_bos = f.get_or<bool>("add_bos_token", llama);
-    const bool add_eos = f.get_or<bool>("add_eos_token", false);
-    std::vector<int32_t> prefix, suffix;
-    auto id_of = [&](const std::string& tokname, const char* field) {
-      if (tokname.empty()) fail(file, ": ", field, " is true but the token is null");
-      auto id = t.token_to_id(tokname);
-      if (!id) fail(file, ": ", field, ": token \"", tokname, "\" is not in the vocabulary");
-      return *id;
-    };
-    if (add_bos) prefix.push_back(id_of(t.special_.bos, "add_bos_token"));
-    if (add_eos) suffix.push_back(id_of(t.special_.eos, "add_eos_token"));
-    t.p_->post_processor = tok::make_wrap_processor(std::move(prefix), std::move(suffix));
+  switch (config_post_processor(cls)) {
+    case ConfigPost::FromFile:
+      break;
+    case ConfigPost::BosOnly: {
+      const std::string bos = t.special_.bos.empty() ? "<s>" : t.special_.bos;  // class default
+      auto id = t.token_to_id(bos);
+      if (!id)
+        fail(file, ": tokenizer_class ", cls, " adds the bos token \"", bos,
+             "\", which is not in the vocabulary");
+      t.p_->post_processor = tok::make_wrap_processor({*id}, {});
+      break;
+    }
+    case ConfigPost::Nothing:
+      t.p_->post_processor = tok::make_wrap_processor({}, {});
+      break;
   }
   return t;
 }

@@ -209,14 +209,21 @@ TEST_F(Malformed, NotJson) {
   }
 }
 
-TEST_F(Malformed, ConfigAddBosWithoutBos) {
-  const std::string m = load_error(base(), R"({"add_bos_token": true, "bos_token": null})");
-  EXPECT_HAS(m, "tokenizer_config.json: add_bos_token is true but the token is null");
+// transformers 5.x ignores add_bos_token beside a tokenizer.json, so a null or unknown bos is
+// no error there (docs/tokenizer.md).
+TEST_F(Malformed, ConfigAddBosIsIgnoredBesideTokenizerJson) {
+  std::ofstream(dir_ / "tokenizer.json") << base().dump();
+  std::ofstream(dir_ / "tokenizer_config.json") << R"({"add_bos_token": true, "bos_token": null})";
+  const Tokenizer t = Tokenizer::load(dir_);
+  EXPECT_EQ(t.encode("ab", true), t.encode("ab", false));
 }
 
-TEST_F(Malformed, ConfigBosNotInVocab) {
-  const std::string m = load_error(base(), R"({"add_bos_token": true, "bos_token": "<bos>"})");
-  EXPECT_HAS(m, "add_bos_token: token \"<bos>\" is not in the vocabulary");
+TEST_F(Malformed, ConfigCodeLlamaBosNotInVocab) {
+  const std::string m =
+      load_error(base(), R"({"tokenizer_class": "CodeLlamaTokenizerFast", "bos_token": "<bos>"})");
+  EXPECT_HAS(m,
+             "tokenizer_config.json: tokenizer_class CodeLlamaTokenizerFast adds the bos "
+             "token \"<bos>\", which is not in the vocabulary");
 }
 
 TEST_F(Malformed, InvalidUtf8Input) {
