@@ -293,7 +293,8 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
 
     stages.enter("compile");  // eager mode: nothing to compile yet
     stages.enter("generate");
-    if (row.prompt_ids.empty()) row.prompt_ids = Tokenizer::load(dir).encode(o.prompt_text, true);
+    if (row.prompt_ids.empty())
+      row.prompt_ids = Tokenizer::load(dir).encode_prompt(o.prompt_text, true);
     for (int32_t id : row.prompt_ids)
       if (id < 0 || id >= model->info().vocab_size)
         fail("prompt token id ", id, " is outside the vocabulary of ", model->info().vocab_size);

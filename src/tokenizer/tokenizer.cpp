@@ -29,6 +29,8 @@ struct Pipeline {
   std::unordered_set<std::string> special_contents;
   AddedMatcher raw_matcher, normalized_matcher;
   int64_t vocab_size = 0;
+  std::string file;  // tokenizer.json, for errors
+  std::string normalizer_type, pre_tokenizer_type, model_type;
 };
 
 }  // namespace tok
@@ -44,11 +46,21 @@ std::unique_ptr<tok::Pipeline> load_pipeline(const Json& j, const std::string& f
   auto present = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
   if (!present("model")) root.fail("missing field \"model\"");
   p->model = tok::make_model(j["model"], Where{file, "model", ""});
-  if (present("normalizer"))
+  p->file = file;
+  auto type_of = [&](const char* key) {
+    const Json& c = j[key];
+    return c.contains("type") && c["type"].is_string() ? c["type"].get<std::string>() : "";
+  };
+  p->model_type = type_of("model");
+  if (present("normalizer")) {
     p->normalizer = tok::make_normalizer(j["normalizer"], Where{file, "normalizer", ""});
-  if (present("pre_tokenizer"))
+    p->normalizer_type = type_of("normalizer");
+  }
+  if (present("pre_tokenizer")) {
     p->pre_tokenizer =
         tok::make_pre_tokenizer(j["pre_tokenizer"], Where{file, "pre_tokenizer", ""});
+    p->pre_tokenizer_type = type_of("pre_tokenizer");
+  }
   if (present("post_processor"))
     p->post_processor =
         tok::make_post_processor(j["post_processor"], Where{file, "post_processor", ""});
@@ -212,6 +224,42 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   }
   if (p.post_processor) p.post_processor->process(ids, add_special_tokens);
   return ids;
+}
+
+std::vector<int32_t> Tokenizer::encode_prompt(std::string_view text,
+                                              bool add_special_tokens) const {
+  std::vector<int32_t> ids = encode(text, add_special_tokens);
+  if (!ids.empty() || text.empty()) return ids;
+  // Which stage dropped everything: rerun the pipeline counting what each one left.
+  const tok::Pipeline& p = *p_;
+  size_t normalized_bytes = 0, pieces = 0;
+  std::vector<tok::Piece> split;
+  for (const auto& raw : p.raw_matcher.split(text)) {
+    if (raw.e == raw.b) continue;
+    std::string norm(text.substr(raw.b, raw.e - raw.b));
+    bool at_start = raw.b == 0;
+    if (p.normalizer) norm = p.normalizer->normalize_tracked(std::move(norm), at_start);
+    normalized_bytes += norm.size();
+    for (const auto& seg : p.normalized_matcher.split(norm)) {
+      if (seg.e == seg.b) continue;
+      split.clear();
+      split.push_back({norm.substr(seg.b, seg.e - seg.b), at_start && seg.b == 0});
+      if (p.pre_tokenizer) p.pre_tokenizer->split(split);
+      pieces += split.size();
+    }
+  }
+  auto named = [](const char* stage, const std::string& type) {
+    return type.empty() ? std::string(stage) : cat(stage, " (", type, ")");
+  };
+  const std::string head =
+      cat(p.file, ": the tokenizer turned the ", text.size(), "-byte text into no tokens: ");
+  if (normalized_bytes == 0)
+    fail(head, named("the normalizer", p.normalizer_type), " removed all of it");
+  if (pieces == 0)
+    fail(head, named("the pre-tokenizer", p.pre_tokenizer_type), " left no pieces of its ",
+         normalized_bytes, " normalized bytes");
+  fail(head, named("the model", p.model_type), " produced no ids for its ", pieces,
+       " pieces (no vocabulary entry matched and no unk_token)");
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
