@@ -49,9 +49,10 @@ CatalogEntry entry_from_json(const Json& j, const std::string& origin, const fs:
   e.inject = f.get_or<std::string>("inject", "");
   const bool perturb = e.inject.rfind("perturb:", 0) == 0 && e.inject.size() > 8;
   if (!e.inject.empty() && e.inject != "hang" && e.inject != "crash" && e.inject != "oom" &&
-      !perturb)
+      e.inject != "alloc" && !perturb)
     fail(origin,
-         ": field \"inject\" must be \"hang\", \"crash\", \"oom\" or \"perturb:TENSOR\", got \"",
+         ": field \"inject\" must be \"hang\", \"crash\", \"oom\", \"alloc\" or "
+         "\"perturb:TENSOR\", got \"",
          e.inject, "\"");
   // A perturbed weight is written into the checkpoint the lab builds, never into a user's.
   if (perturb && e.fixture.empty())
