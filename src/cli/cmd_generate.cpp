@@ -34,7 +34,7 @@ std::vector<BatchRequest> read_batch(const std::string& path, const Tokenizer* t
       fail(origin, ": give one of \"prompt\" or \"prompt_ids\"");
     if (f.has("prompt")) {
       if (!tokenizer) fail(origin, ": field \"prompt\" needs the folder's tokenizer.json");
-      r.prompt = tokenizer->encode(f.get<std::string>("prompt"), true);
+      r.prompt = tokenizer->encode_prompt(f.get<std::string>("prompt"), true);
     } else {
       r.prompt = ids_from_json(f.at("prompt_ids"), origin, "field \"prompt_ids\"");
     }
@@ -161,9 +161,9 @@ int cmd_generate(int argc, char** argv) {
       messages.push_back({{"role", "user"}, {"content", *text}});
       ChatRenderOptions ro;
       ro.add_generation_prompt = true;
-      prompt = tokenizer->encode(ChatTemplate::load(dir).render(messages, ro), false);
+      prompt = tokenizer->encode_prompt(ChatTemplate::load(dir).render(messages, ro), false);
     } else {
-      prompt = tokenizer->encode(*text, true);
+      prompt = tokenizer->encode_prompt(*text, true);
     }
   } else {
     prompt = parse_ids(*args.get("prompt-ids"), "--prompt-ids");

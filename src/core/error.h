@@ -16,6 +16,12 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An allocation that failed (the lab records it as `oom`, not as an error).
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+
 // A command-line usage mistake (unknown flag, missing argument): exit code 2.
 class UsageError : public std::runtime_error {
  public:

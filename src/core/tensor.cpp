@@ -31,7 +31,7 @@ Tensor Tensor::zeros(DType dtype, Shape shape) {
   const size_t bytes = t.nbytes();
   const size_t rounded = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (!p) fail("out of memory allocating a tensor of ", bytes, " bytes");
+  if (!p) throw OutOfMemory(cat("out of memory allocating a tensor of ", bytes, " bytes"));
   std::memset(p, 0, rounded == 0 ? 64 : rounded);
   t.owner_ = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
   t.data_ = p;

@@ -134,6 +134,10 @@ Tensor Checkpoint::tensor(const std::string& name) const {
   return files_[it->second].tensor(name);
 }
 
+void Checkpoint::release(const std::string& name) const {
+  if (auto it = where_.find(name); it != where_.end()) files_[it->second].release(name);
+}
+
 uint64_t Checkpoint::total_tensor_bytes() const {
   uint64_t total = 0;
   for (const auto& [name, i] : where_) {

@@ -12,27 +12,47 @@ namespace {
 
 constexpr int kMaxJsonDepth = 512;
 
-// Rejects deep nesting before the DOM is built (nlohmann's parser itself is iterative, but a
-// deep document is never a legitimate config and costs memory per level).
-void check_depth(const std::string& text, const std::string& origin) {
+// What nlohmann's DOM costs per value, roughly (value slot, heap node, allocator overhead),
+// measured with getrusage on tokenizer.json files (docs/errors.md): real ones estimate at
+// 3-11 bytes of memory per byte of JSON, nested or empty arrays at 25-35.
+constexpr uint64_t kContainerCost = 64, kStringCost = 64, kSeparatorCost = 16;
+constexpr uint64_t kMemoryPerByte = 20, kMemoryFloor = 16u << 20;
+
+// One pass before the DOM is built: rejects nesting deeper than kMaxJsonDepth (no stack
+// exhaustion) and text whose DOM would take more than kMemoryPerByte times its size (plus a
+// floor for small files), so hostile input cannot exhaust memory either.
+void check_shape(const std::string& text, const std::string& origin) {
   int depth = 0;
   bool in_string = false;
+  uint64_t containers = 0, strings = 0, separators = 0, string_bytes = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
+      ++string_bytes;
       if (c == '\\')
         ++i;
       else if (c == '"')
         in_string = false;
     } else if (c == '"') {
       in_string = true;
+      ++strings;
     } else if (c == '[' || c == '{') {
+      ++containers;
       if (++depth > kMaxJsonDepth)
         fail(origin, ": JSON nested deeper than ", kMaxJsonDepth, " levels at byte ", i);
     } else if (c == ']' || c == '}') {
       --depth;
+    } else if (c == ',' || c == ':') {
+      ++separators;
     }
   }
+  const uint64_t estimate = containers * kContainerCost + strings * kStringCost +
+                            separators * kSeparatorCost + string_bytes;
+  const uint64_t limit = kMemoryPerByte * text.size() + kMemoryFloor;
+  if (estimate > limit)
+    fail(origin, ": JSON of ", text.size(), " bytes would take about ", estimate >> 20,
+         " MiB to hold (", containers, " arrays and objects, ", strings, " strings); lathe allows ",
+         kMemoryPerByte, " bytes per byte of JSON, as no real config or tokenizer needs more");
 }
 
 const char* type_name(const Json& j) {
@@ -42,7 +62,7 @@ const char* type_name(const Json& j) {
 }  // namespace
 
 Json parse_json(const std::string& text, const std::string& origin) {
-  check_depth(text, origin);
+  check_shape(text, origin);
   try {
     return Json::parse(text);
   } catch (const Json::parse_error& e) {

@@ -17,7 +17,9 @@ inline constexpr std::uintmax_t kMaxJsonFileBytes = 512u << 20;
 
 // Parses a JSON file. Throws lathe::Error naming the file (and the byte offset of a syntax
 // error) when it is missing, too large or malformed. Nesting deeper than 512 levels is
-// rejected, so hostile input cannot exhaust the stack.
+// rejected, so hostile input cannot exhaust the stack, and so is text whose parsed form would
+// take more than about 20 times its size in memory (plus 16 MiB), e.g. millions of nested or
+// empty arrays, so it cannot exhaust memory either.
 Json read_json_file(const std::filesystem::path& path);
 
 // Parses JSON text; `origin` names where the text came from in error messages.

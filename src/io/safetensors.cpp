@@ -8,15 +8,74 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include "core/error.h"
 #include "io/json.h"
 
 namespace lathe {
+
+// A read-only mapping of a whole file whose page ranges can be given back early, once their
+// tensor was converted to another dtype: a hole is unmapped at once (resident memory and
+// address space both shrink, which RLIMIT_AS counts) and skipped when the rest is unmapped,
+// so that nothing the allocator placed there since is unmapped with it.
+class FileMapping {
+ public:
+  FileMapping(void* base, uint64_t len) : base_(static_cast<uint8_t*>(base)), len_(len) {}
+  FileMapping(const FileMapping&) = delete;
+  FileMapping& operator=(const FileMapping&) = delete;
+  ~FileMapping() {
+    uint64_t at = 0;
+    for (const auto& [b, e] : holes_) {
+      if (b > at) ::munmap(base_ + at, b - at);
+      at = e;
+    }
+    if (len_ > at) ::munmap(base_ + at, len_ - at);
+  }
+  const uint8_t* base() const { return base_; }
+
+  // Unmaps the whole pages inside [begin, end) (byte offsets into the file), once per name.
+  void release(const std::string& name, uint64_t begin, uint64_t end) {
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t b = (begin + page - 1) / page * page, e = end / page * page;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!released_.insert(name).second || e <= b) return;
+    if (::munmap(base_ + b, e - b) == 0) holes_.emplace(b, e);
+  }
+  bool released(const std::string& name) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return released_.count(name) != 0;
+  }
+
+ private:
+  uint8_t* base_;
+  uint64_t len_;
+  mutable std::mutex mu_;
+  std::set<std::pair<uint64_t, uint64_t>> holes_;  // disjoint: tensors do not overlap
+  std::set<std::string> released_;
+};
+
 namespace {
 
-// Maps a whole file read-only; the returned pointer unmaps when released.
-std::shared_ptr<const void> map_file(const std::filesystem::path& path, uint64_t* size) {
+// Maps [offset, offset + len) of a file read-only (offset rounded down to a page); the
+// returned pointer, to the byte at `offset`, unmaps when released.
+std::shared_ptr<const void> map_range(const std::filesystem::path& path, uint64_t offset,
+                                      uint64_t len) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset / page * page, span = offset - start + len;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path.string(), ": cannot open: ", std::strerror(errno));
+  void* p = ::mmap(nullptr, span, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(start));
+  ::close(fd);
+  if (p == MAP_FAILED) fail(path.string(), ": cannot map: ", std::strerror(errno));
+  return std::shared_ptr<const void>(static_cast<const uint8_t*>(p) + (offset - start),
+                                     [p, span](const void*) { ::munmap(p, span); });
+}
+
+// Maps a whole file read-only.
+std::shared_ptr<FileMapping> map_file(const std::filesystem::path& path, uint64_t* size) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(path.string(), ": cannot open: ", std::strerror(errno));
   struct stat st {};
@@ -32,9 +91,7 @@ std::shared_ptr<const void> map_file(const std::filesystem::path& path, uint64_t
   void* p = ::mmap(nullptr, *size, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED) fail(path.string(), ": cannot map: ", std::strerror(errno));
-  const uint64_t len = *size;
-  return std::shared_ptr<const void>(p,
-                                     [len](const void* q) { ::munmap(const_cast<void*>(q), len); });
+  return std::make_shared<FileMapping>(p, *size);
 }
 
 // Number of elements of `shape`, or an error if a dimension is negative or the product
@@ -67,7 +124,7 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   const std::string where = path.string();
   uint64_t file_size = 0;
   f.mapping_ = map_file(path, &file_size);
-  const auto* bytes = static_cast<const uint8_t*>(f.mapping_.get());
+  const auto* bytes = f.mapping_->base();
   if (file_size < 8)
     fail(where, ": truncated file of ", file_size, " bytes (the header length alone takes 8)");
   uint64_t header_len = 0;
@@ -145,13 +202,26 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
     fail(path_.string(), ": tensor \"", name, "\" has dtype ", e.dtype_name,
          ", which lathe cannot compute with (supported: F32, BF16, F16, I32)");
   const uint8_t* p = data_ + e.begin;
+  std::shared_ptr<const void> owner(mapping_, p);  // keeps the whole mapping alive
+  if (mapping_->released(name)) {
+    // Given back after a conversion and asked for again: map its bytes on their own.
+    owner = map_range(path_, static_cast<uint64_t>(p - mapping_->base()), e.end - e.begin);
+    p = static_cast<const uint8_t*>(owner.get());
+  }
   // Views must be aligned to their element size; a misaligned tensor is copied once.
   if (reinterpret_cast<uintptr_t>(p) % dtype_size(*dtype) != 0) {
     Tensor copy = Tensor::zeros(*dtype, e.shape);
     std::memcpy(copy.mut<void>(), p, e.end - e.begin);
     return copy;
   }
-  return Tensor::view(*dtype, e.shape, p, mapping_);
+  return Tensor::view(*dtype, e.shape, p, std::move(owner));
+}
+
+void SafetensorsFile::release(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return;
+  const uint64_t at = static_cast<uint64_t>(data_ - mapping_->base());
+  mapping_->release(name, at + it->second.begin, at + it->second.end);
 }
 
 }  // namespace lathe

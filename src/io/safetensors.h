@@ -23,6 +23,8 @@ struct SafetensorsEntry {
   uint64_t begin = 0, end = 0;  // offsets into the data section
 };
 
+class FileMapping;  // safetensors.cpp
+
 class SafetensorsFile {
  public:
   // Maps and validates the file: header length within the file, well-formed JSON, every
@@ -37,11 +39,15 @@ class SafetensorsFile {
 
   // A view of the named tensor. Throws if it is absent or of a dtype lathe does not support.
   Tensor tensor(const std::string& name) const;
+  // Gives the tensor's pages of the mapping back to the system (after it was converted to
+  // another dtype, so that the source and the copy are not both held). No view of it may be
+  // alive; a later tensor(name) maps its bytes again.
+  void release(const std::string& name) const;
 
  private:
   std::filesystem::path path_;
-  std::shared_ptr<const void> mapping_;  // the whole file, unmapped when the last view dies
-  const uint8_t* data_ = nullptr;        // start of the data section
+  std::shared_ptr<FileMapping> mapping_;  // the whole file, unmapped when the last view dies
+  const uint8_t* data_ = nullptr;         // start of the data section
   std::map<std::string, SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
 };

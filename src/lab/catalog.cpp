@@ -55,9 +55,9 @@ CatalogEntry entry_from_json(const Json& j, const std::string& origin, const fs:
     fail(origin, ": field \"inject\": ", err.what());
   }
   if (!e.inject.empty() && e.inject != "hang" && e.inject != "crash" && e.inject != "oom" &&
-      !numeric)
+      e.inject != "alloc" && !numeric)
     fail(origin,
-         ": field \"inject\" must be \"hang\", \"crash\", \"oom\", \"perturb:TENSOR\", "
+         ": field \"inject\" must be \"hang\", \"crash\", \"oom\", \"alloc\", \"perturb:TENSOR\", "
          "\"config:FIELD*X\", \"config:FIELD+X\" or \"kv:LAYER\", got \"",
          e.inject, "\"");
   // A fault is written into the checkpoint the lab builds, never into a user's.

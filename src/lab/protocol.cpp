@@ -6,11 +6,13 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <thread>
 
@@ -154,6 +156,27 @@ std::string run_script(const CatalogEntry& e, const ProtocolOptions& o,
   return s;
 }
 
+// The most memory loading takes: the mapped files, plus what conversions add. Matrices (rank
+// 2 and up) are computed in `compute`, vectors in f32 (models/weights.h); a tensor converted
+// to another dtype is copied and its mapped pages given back (Weights::fetch), so the total
+// shrinks when converting down (f32 -> bf16) and grows when converting up; at any moment one
+// copy may coexist with its source.
+uint64_t load_peak_bytes(const Checkpoint& ckpt, DType compute) {
+  uint64_t mapped = 0, growth = 0, largest_copy = 0;
+  for (const auto& name : ckpt.tensor_names()) {
+    const SafetensorsEntry& e = ckpt.entry(name);
+    const uint64_t source = e.end - e.begin;
+    mapped += source;
+    const DType want = e.shape.size() >= 2 ? compute : DType::F32;
+    const std::string want_name = want == DType::F32 ? "F32" : "BF16";
+    if (e.dtype_name == want_name || e.dtype_name == "I32") continue;
+    const uint64_t copy = static_cast<uint64_t>(shape_numel(e.shape)) * dtype_size(want);
+    if (copy > source) growth += copy - source;
+    largest_copy = std::max(largest_copy, copy);
+  }
+  return mapped + growth + largest_copy;
+}
+
 // The lab's self-test faults (catalog field "inject"), to test that the sweep survives them.
 void inject_fault(const std::string& what) {
   if (what == "crash") std::raise(SIGSEGV);
@@ -295,19 +318,35 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
     }
 
     stages.enter("plan");
-    // One core until sharding exists. The weights must fit the memory limit.
+    // One core until sharding exists. Loading must fit the memory limit (an address-space
+    // limit: the mapped files count whole until their converted tensors are given back).
     uint64_t weight_bytes = 0;
     for (const auto& f : fs::directory_iterator(dir))
       if (f.path().extension() == ".safetensors") weight_bytes += fs::file_size(f.path());
     row.weight_bytes = static_cast<int64_t>(weight_bytes);
     if (row.memory_limit_bytes > 0 && weight_bytes > static_cast<uint64_t>(row.memory_limit_bytes))
-      fail("the weights (", weight_bytes >> 20, " MiB) exceed the memory limit of ",
-           row.memory_limit_bytes >> 20, " MiB");
+      throw OutOfMemory(cat("the weights (", weight_bytes >> 20,
+                            " MiB) exceed the memory limit of ", row.memory_limit_bytes >> 20,
+                            " MiB"));
+    std::optional<Checkpoint> planned;
+    try {
+      planned = Checkpoint::open(dir);
+    } catch (const Error&) {
+      // A broken checkpoint is the load stage's to report, as before there was a plan.
+    }
+    const uint64_t peak = planned ? load_peak_bytes(*planned, f32 ? DType::F32 : DType::BF16) : 0;
+    if (row.memory_limit_bytes > 0 && peak > static_cast<uint64_t>(row.memory_limit_bytes))
+      throw OutOfMemory(cat("loading the weights (", weight_bytes >> 20, " MiB) in ", o.dtype,
+                            " peaks at about ", peak >> 20, " MiB, over the memory limit of ",
+                            row.memory_limit_bytes >> 20, " MiB"));
     const NumericFault fault = numeric_fault(e.inject);
-    if (!e.inject.empty() && fault.kind == NumericFault::Kind::None) inject_fault(e.inject);
+    if (!e.inject.empty() && e.inject != "alloc" && fault.kind == NumericFault::Kind::None)
+      inject_fault(e.inject);
 
     stages.enter("load");
-    const Checkpoint ckpt = Checkpoint::open(dir);
+    const Checkpoint ckpt = planned ? std::move(*planned) : Checkpoint::open(dir);
+    // "alloc": a tensor allocation that fails, as a model too big for the limit would.
+    if (e.inject == "alloc") Tensor::zeros(DType::F32, {int64_t{1} << 50});
     ModelOptions mo;
     mo.dtype = f32 ? DType::F32 : DType::BF16;
     auto model = load_model(ckpt, mo);
@@ -316,7 +355,8 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
 
     stages.enter("compile");  // eager mode: nothing to compile yet
     stages.enter("generate");
-    if (row.prompt_ids.empty()) row.prompt_ids = Tokenizer::load(dir).encode(o.prompt_text, true);
+    if (row.prompt_ids.empty())
+      row.prompt_ids = Tokenizer::load(dir).encode_prompt(o.prompt_text, true);
     for (int32_t id : row.prompt_ids)
       if (id < 0 || id >= model->info().vocab_size)
         fail("prompt token id ", id, " is outside the vocabulary of ", model->info().vocab_size);
@@ -402,10 +442,14 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
     record_error("oom", "out_of_memory",
                  cat("out of memory in stage ", row.stage, " (limit ", row.memory_limit_bytes >> 20,
                      " MiB)"));
+  } catch (const OutOfMemory& err) {
+    const bool foreseen = row.stage == "plan";
+    record_error("oom", foreseen ? "exceeds_memory_limit" : "out_of_memory",
+                 foreseen ? std::string(err.what())
+                          : cat(err.what(), " in stage ", row.stage, " (limit ",
+                                row.memory_limit_bytes >> 20, " MiB)"));
   } catch (const Error& err) {
-    const bool too_big = row.stage == "plan";
-    record_error(too_big ? "oom" : "error",
-                 too_big ? "exceeds_memory_limit" : cat(row.stage, "_error"), err.what());
+    record_error("error", cat(row.stage, "_error"), err.what());
   } catch (const std::exception& err) {
     record_error("error", "internal_error", err.what());
   }

@@ -55,7 +55,16 @@ Tensor Weights::fetch(const std::string& name, const Shape& shape, DType want) {
                             " holds integers, expected floating point"));
     return placeholder(name, shape, want);
   }
-  return t.to(want);  // no copy when already `want`
+  if (t.dtype() == want) {
+    viewed_.insert(name);
+    return t;  // a view of the mapping
+  }
+  Tensor converted = t.to(want);
+  // The source pages are not needed again: give them back, so that an f32 checkpoint run in
+  // bf16 never holds both (issue 19 item 7). Not while a view fetched earlier is alive.
+  t = Tensor();
+  if (!viewed_.count(name)) ckpt_.release(name);
+  return converted;
 }
 
 Tensor Weights::placeholder(const std::string& name, const Shape& shape, DType want) {

@@ -41,6 +41,7 @@ class Weights {
   const Checkpoint& ckpt_;
   DType matrix_dtype_;
   std::set<std::string> used_;
+  std::set<std::string> viewed_;  // fetched as views of the mapping: never released
   std::vector<std::string> missing_;
   std::vector<std::string> problems_;
   uint64_t placeholder_bytes_ = 0;

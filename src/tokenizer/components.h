@@ -113,8 +113,8 @@ std::unique_ptr<Model> make_wordlevel(const JsonFields& f, const Where& where);
 // SentencePiece precompiled charsmap normalizer from its base64 blob.
 std::unique_ptr<Normalizer> make_precompiled(const std::string& base64, const Where& where);
 
-// Template post-processor producing `prefix` + ids + `suffix` (transformers' rewrite for
-// add_bos_token / add_eos_token).
+// Template post-processor producing `prefix` + ids + `suffix` (the post-processor some
+// transformers tokenizer classes build for themselves).
 std::unique_ptr<PostProcessor> make_wrap_processor(std::vector<int32_t> prefix,
                                                    std::vector<int32_t> suffix);
 

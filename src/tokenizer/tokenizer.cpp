@@ -1,6 +1,6 @@
 // Loading tokenizer.json / tokenizer_config.json and running the pipeline
-// (tokenizers/src/tokenizer/{mod,serialization}.rs; transformers' tokenization_utils_fast.py
-// and tokenization_llama_fast.py for the tokenizer_config.json part).
+// (tokenizers/src/tokenizer/{mod,serialization}.rs; transformers 5.x's
+// tokenization_utils_base.py and tokenization_utils_tokenizers.py for tokenizer_config.json).
 #include "tokenizer/tokenizer.h"
 
 #include <unordered_map>
@@ -29,6 +29,8 @@ struct Pipeline {
   std::unordered_set<std::string> special_contents;
   AddedMatcher raw_matcher, normalized_matcher;
   int64_t vocab_size = 0;
+  std::string file;  // tokenizer.json, for errors
+  std::string normalizer_type, pre_tokenizer_type, model_type;
 };
 
 }  // namespace tok
@@ -44,11 +46,21 @@ std::unique_ptr<tok::Pipeline> load_pipeline(const Json& j, const std::string& f
   auto present = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
   if (!present("model")) root.fail("missing field \"model\"");
   p->model = tok::make_model(j["model"], Where{file, "model", ""});
-  if (present("normalizer"))
+  p->file = file;
+  auto type_of = [&](const char* key) {
+    const Json& c = j[key];
+    return c.contains("type") && c["type"].is_string() ? c["type"].get<std::string>() : "";
+  };
+  p->model_type = type_of("model");
+  if (present("normalizer")) {
     p->normalizer = tok::make_normalizer(j["normalizer"], Where{file, "normalizer", ""});
-  if (present("pre_tokenizer"))
+    p->normalizer_type = type_of("normalizer");
+  }
+  if (present("pre_tokenizer")) {
     p->pre_tokenizer =
         tok::make_pre_tokenizer(j["pre_tokenizer"], Where{file, "pre_tokenizer", ""});
+    p->pre_tokenizer_type = type_of("pre_tokenizer");
+  }
   if (present("post_processor"))
     p->post_processor =
         tok::make_post_processor(j["post_processor"], Where{file, "post_processor", ""});
@@ -115,13 +127,20 @@ std::string config_token(const Json& cfg, const char* key, const std::string& fi
   fail(file, ": field \"", key, "\" must be a string or {\"content\": ...}, found ", it->dump());
 }
 
-// transformers' LlamaTokenizerFast.update_post_processor: with add_bos_token / add_eos_token
-// the post-processor becomes "[bos] $A [eos]".
-const std::unordered_set<std::string>& llama_like_classes() {
-  static const std::unordered_set<std::string> s = {"LlamaTokenizer",     "LlamaTokenizerFast",
-                                                    "CodeLlamaTokenizer", "CodeLlamaTokenizerFast",
-                                                    "GemmaTokenizer",     "GemmaTokenizerFast"};
-  return s;
+// How transformers 5.x (5.24) builds the post-processor when tokenizer.json exists
+// (docs/tokenizer.md): PreTrainedTokenizerBase._from_pretrained drops tokenizer_config's
+// add_bos_token / add_eos_token, so tokenizer.json's post_processor decides (none when null),
+// except for the classes whose __init__ rebuilds it regardless.
+enum class ConfigPost { FromFile, BosOnly, Nothing };
+
+ConfigPost config_post_processor(const std::string& tokenizer_class) {
+  // CodeLlamaTokenizer passes its own add_bos_token=True default to update_post_processor.
+  if (tokenizer_class == "CodeLlamaTokenizer" || tokenizer_class == "CodeLlamaTokenizerFast")
+    return ConfigPost::BosOnly;
+  // GPTNeoXTokenizer calls update_post_processor() with add_bos / add_eos false.
+  if (tokenizer_class == "GPTNeoXTokenizer" || tokenizer_class == "GPTNeoXTokenizerFast")
+    return ConfigPost::Nothing;
+  return ConfigPost::FromFile;
 }
 
 }  // namespace
@@ -157,20 +176,21 @@ Tokenizer Tokenizer::load_files(const std::filesystem::path& tokenizer_json,
   const std::string cls = f.has("tokenizer_class") && f.at("tokenizer_class").is_string()
                               ? f.get<std::string>("tokenizer_class")
                               : "";
-  const bool llama = llama_like_classes().count(cls) > 0;
-  if (llama || f.has("add_bos_token") || f.has("add_eos_token")) {
-    const bool add_bos = f.get_or<bool>("add_bos_token", llama);
-    const bool add_eos = f.get_or<bool>("add_eos_token", false);
-    std::vector<int32_t> prefix, suffix;
-    auto id_of = [&](const std::string& tokname, const char* field) {
-      if (tokname.empty()) fail(file, ": ", field, " is true but the token is null");
-      auto id = t.token_to_id(tokname);
-      if (!id) fail(file, ": ", field, ": token \"", tokname, "\" is not in the vocabulary");
-      return *id;
-    };
-    if (add_bos) prefix.push_back(id_of(t.special_.bos, "add_bos_token"));
-    if (add_eos) suffix.push_back(id_of(t.special_.eos, "add_eos_token"));
-    t.p_->post_processor = tok::make_wrap_processor(std::move(prefix), std::move(suffix));
+  switch (config_post_processor(cls)) {
+    case ConfigPost::FromFile:
+      break;
+    case ConfigPost::BosOnly: {
+      const std::string bos = t.special_.bos.empty() ? "<s>" : t.special_.bos;  // class default
+      auto id = t.token_to_id(bos);
+      if (!id)
+        fail(file, ": tokenizer_class ", cls, " adds the bos token \"", bos,
+             "\", which is not in the vocabulary");
+      t.p_->post_processor = tok::make_wrap_processor({*id}, {});
+      break;
+    }
+    case ConfigPost::Nothing:
+      t.p_->post_processor = tok::make_wrap_processor({}, {});
+      break;
   }
   return t;
 }
@@ -204,6 +224,42 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   }
   if (p.post_processor) p.post_processor->process(ids, add_special_tokens);
   return ids;
+}
+
+std::vector<int32_t> Tokenizer::encode_prompt(std::string_view text,
+                                              bool add_special_tokens) const {
+  std::vector<int32_t> ids = encode(text, add_special_tokens);
+  if (!ids.empty() || text.empty()) return ids;
+  // Which stage dropped everything: rerun the pipeline counting what each one left.
+  const tok::Pipeline& p = *p_;
+  size_t normalized_bytes = 0, pieces = 0;
+  std::vector<tok::Piece> split;
+  for (const auto& raw : p.raw_matcher.split(text)) {
+    if (raw.e == raw.b) continue;
+    std::string norm(text.substr(raw.b, raw.e - raw.b));
+    bool at_start = raw.b == 0;
+    if (p.normalizer) norm = p.normalizer->normalize_tracked(std::move(norm), at_start);
+    normalized_bytes += norm.size();
+    for (const auto& seg : p.normalized_matcher.split(norm)) {
+      if (seg.e == seg.b) continue;
+      split.clear();
+      split.push_back({norm.substr(seg.b, seg.e - seg.b), at_start && seg.b == 0});
+      if (p.pre_tokenizer) p.pre_tokenizer->split(split);
+      pieces += split.size();
+    }
+  }
+  auto named = [](const char* stage, const std::string& type) {
+    return type.empty() ? std::string(stage) : cat(stage, " (", type, ")");
+  };
+  const std::string head =
+      cat(p.file, ": the tokenizer turned the ", text.size(), "-byte text into no tokens: ");
+  if (normalized_bytes == 0)
+    fail(head, named("the normalizer", p.normalizer_type), " removed all of it");
+  if (pieces == 0)
+    fail(head, named("the pre-tokenizer", p.pre_tokenizer_type), " left no pieces of its ",
+         normalized_bytes, " normalized bytes");
+  fail(head, named("the model", p.model_type), " produced no ids for its ", pieces,
+       " pieces (no vocabulary entry matched and no unk_token)");
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {

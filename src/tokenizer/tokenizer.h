@@ -43,6 +43,9 @@ class Tokenizer {
 
   // `text` must be valid UTF-8 (throws lathe::Error otherwise).
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const;
+  // encode() for a model's prompt: a non-empty text that yields no ids throws lathe::Error
+  // naming the tokenizer.json and the stage (normalizer, pre-tokenizer, model) that dropped it.
+  std::vector<int32_t> encode_prompt(std::string_view text, bool add_special_tokens) const;
   // Unknown ids are skipped, as `tokenizers` does.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
 

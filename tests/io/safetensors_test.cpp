@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <string>
+
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "io/tiny_checkpoint.h"
@@ -25,6 +28,37 @@ TEST(Safetensors, WriteThenReadRoundTrips) {
     EXPECT_EQ(rb.to(DType::F32).data<float>()[i], a.data<float>()[i]);
   }
   EXPECT_THROW(f.tensor("c"), Error);
+}
+
+// VmSize (address space, what the lab's RLIMIT_AS counts) of this process, in KiB.
+int64_t vm_size_kib() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmSize:", 0) == 0) return std::stoll(line.substr(7));
+  return -1;
+}
+
+// Issue 19 item 7: an f32 tensor converted to bf16 gives its mapped pages back, so the source
+// and the copy are not both held; asked for again, it is mapped anew with the same values.
+TEST(Safetensors, ReleaseGivesTheMappedPagesBack) {
+  testing::ScratchDir dir("st-release");
+  Tensor big = Tensor::zeros(DType::F32, {1024, 16384});  // 64 MiB
+  for (int64_t i = 0; i < big.numel(); i += 4099) big.mut<float>()[i] = static_cast<float>(i % 251);
+  Tensor small = Tensor::zeros(DType::F32, {3});
+  write_safetensors(dir / "t.safetensors", {{"big", big}, {"small", small}});
+  big = Tensor();
+  const auto f = SafetensorsFile::open(dir / "t.safetensors");
+  const int64_t before = vm_size_kib();
+  {
+    const Tensor bf = f.tensor("big").to(DType::BF16);
+    f.release("big");
+    EXPECT_EQ(bf.to(DType::F32).data<float>()[4099 * 3], static_cast<float>(4099 * 3 % 251));
+  }
+  const int64_t after = vm_size_kib();
+  EXPECT_LT(after, before - 60 * 1024) << "VmSize " << before << " -> " << after << " KiB";
+  const Tensor again = f.tensor("big");
+  EXPECT_EQ(again.data<float>()[4099 * 5], static_cast<float>(4099 * 5 % 251));
+  EXPECT_EQ(f.tensor("small").data<float>()[2], 0.0f);  // the rest of the mapping is intact
 }
 
 TEST(TinyCheckpoint, GeneratorMatchesPythonReference) {

@@ -122,6 +122,7 @@ TEST(LabSweep, BrokenEntriesGetTheRightStatusAndStage) {
        tiny("qwen3_tied", R"(, "id": "x/hang", "inject": "hang", "timeout_seconds": 2)"),
        tiny("qwen3_tied", R"(, "id": "x/oom", "inject": "oom", "memory_limit_mb": 1024)"),
        tiny("qwen3_tied", R"(, "id": "x/crash", "inject": "crash")"),
+       tiny("qwen3_tied", R"(, "id": "x/alloc", "inject": "alloc")"),
        R"({"id": "local/too-big", "revision": "local", "path": "big", "memory_limit_mb": 1})"});
   // A checkpoint whose 3 MiB of weights cannot fit its 1 MiB limit: the plan refuses it.
   fs::create_directories(dir / "big");
@@ -133,7 +134,7 @@ TEST(LabSweep, BrokenEntriesGetTheRightStatusAndStage) {
                            " --reference-python none --reference-cache " + (dir / "ref").string());
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const auto rows = read_rows(dir / "out");
-  ASSERT_EQ(rows.size(), 8u);
+  ASSERT_EQ(rows.size(), 9u);
   EXPECT_EQ(find_row(rows, "lathe-tiny/llama_tied_gqa").status, "pass");
 
   const LabRow& corrupt = find_row(rows, "local/corrupt");
@@ -172,6 +173,12 @@ TEST(LabSweep, BrokenEntriesGetTheRightStatusAndStage) {
   EXPECT_EQ(crash.signal, kAddressSanitizer ? SIGABRT : SIGSEGV);
   EXPECT_EQ(crash.stage, "plan");
 
+  // A tensor allocation that fails at load is `oom`, not `error` (issue 19 item 7).
+  const LabRow& alloc = find_row(rows, "x/alloc");
+  EXPECT_EQ(alloc.status, "oom");
+  EXPECT_EQ(alloc.stage, "load");
+  EXPECT_EQ(alloc.error_type, "out_of_memory");
+
   const LabRow& big = find_row(rows, "local/too-big");
   EXPECT_EQ(big.status, "oom");
   EXPECT_EQ(big.stage, "plan");
@@ -183,7 +190,7 @@ TEST(LabSweep, BrokenEntriesGetTheRightStatusAndStage) {
   const Json j = parse_json(rep.out, "report");
   EXPECT_EQ(j["by_status"]["pass"], 1);
   EXPECT_EQ(j["by_status"]["error"], 2);
-  EXPECT_EQ(j["by_status"]["oom"], 2);
+  EXPECT_EQ(j["by_status"]["oom"], 3);
   EXPECT_EQ(j["by_status"]["timeout"], 1);
   EXPECT_EQ(j["by_status"]["unsupported"], 1);
   EXPECT_EQ(j["by_status"]["untested"], 1);

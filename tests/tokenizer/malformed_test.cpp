@@ -209,14 +209,70 @@ TEST_F(Malformed, NotJson) {
   }
 }
 
-TEST_F(Malformed, ConfigAddBosWithoutBos) {
-  const std::string m = load_error(base(), R"({"add_bos_token": true, "bos_token": null})");
-  EXPECT_HAS(m, "tokenizer_config.json: add_bos_token is true but the token is null");
+// transformers 5.x ignores add_bos_token beside a tokenizer.json, so a null or unknown bos is
+// no error there (docs/tokenizer.md).
+TEST_F(Malformed, ConfigAddBosIsIgnoredBesideTokenizerJson) {
+  std::ofstream(dir_ / "tokenizer.json") << base().dump();
+  std::ofstream(dir_ / "tokenizer_config.json") << R"({"add_bos_token": true, "bos_token": null})";
+  const Tokenizer t = Tokenizer::load(dir_);
+  EXPECT_EQ(t.encode("ab", true), t.encode("ab", false));
 }
 
-TEST_F(Malformed, ConfigBosNotInVocab) {
-  const std::string m = load_error(base(), R"({"add_bos_token": true, "bos_token": "<bos>"})");
-  EXPECT_HAS(m, "add_bos_token: token \"<bos>\" is not in the vocabulary");
+TEST_F(Malformed, ConfigCodeLlamaBosNotInVocab) {
+  const std::string m =
+      load_error(base(), R"({"tokenizer_class": "CodeLlamaTokenizerFast", "bos_token": "<bos>"})");
+  EXPECT_HAS(m,
+             "tokenizer_config.json: tokenizer_class CodeLlamaTokenizerFast adds the bos "
+             "token \"<bos>\", which is not in the vocabulary");
+}
+
+// Issue 19 item 5: a tokenizer that drops all text made generate fail with "the prompt is
+// empty"; encode_prompt names the file and the stage that dropped it.
+TEST_F(Malformed, EmptyEncodingNamesTheStage) {
+  auto message = [&](const Json& j, const std::string& text) {
+    std::ofstream(dir_ / "tokenizer.json") << j.dump();
+    const Tokenizer t = Tokenizer::load(dir_);
+    EXPECT_EQ(t.encode(text, true), std::vector<int32_t>{});  // encode itself stays silent
+    try {
+      t.encode_prompt(text, true);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string file = (dir_ / "tokenizer.json").string();
+  Json j = base();
+  // BPE without unk_token drops what its vocabulary lacks, as `tokenizers` does.
+  EXPECT_EQ(message(j, "xyz"), file +
+                                   ": the tokenizer turned the 3-byte text into no tokens: "
+                                   "the model (BPE) produced no ids for its 1 pieces "
+                                   "(no vocabulary entry matched and no unk_token)");
+  j["normalizer"] = {{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}};
+  EXPECT_HAS(message(j, "  "), "the normalizer (Strip) removed all of it");
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = {{"type", "Whitespace"}};
+  EXPECT_HAS(message(j, "   "), "the pre-tokenizer (Whitespace) left no pieces of its 3");
+  j = base();
+  EXPECT_EQ(message(j, ""), "");  // an empty text is the caller's to refuse
+}
+
+// A tokenizer.json padded with millions of nested arrays is refused before it is parsed.
+TEST_F(Malformed, HugeNestedArraysAreRefusedBeforeParsing) {
+  Json j = base();
+  std::string text = j.dump();
+  text.pop_back();
+  text += R"(, "extra": [)";
+  const std::string one = std::string(300, '[') + std::string(300, ']');
+  for (int k = 0; k < 20000; ++k) text += (k ? "," : "") + one;
+  text += "]}";
+  std::ofstream(dir_ / "tokenizer.json") << text;
+  try {
+    Tokenizer::load(dir_);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_HAS(std::string(e.what()), (dir_ / "tokenizer.json").string() + ": JSON of ");
+    EXPECT_HAS(std::string(e.what()), "bytes would take about");
+  }
 }
 
 TEST_F(Malformed, InvalidUtf8Input) {

@@ -12,12 +12,15 @@ Every expected output comes from the Hugging Face `tokenizers` package (never fr
                                 themselves are not copied)
   meta.json                     package versions, vocab sizes
 
-tokenizer_config.json is applied as transformers 4.x's LlamaTokenizerFast does: with
-add_bos_token / add_eos_token (or a Llama/Gemma tokenizer_class) the post-processor becomes
-TemplateProcessing "[bos] $A [eos]". transformers 5 rebuilds Llama tokenizers from its own
-class definition instead; the script reports how often AutoTokenizer (v5) agrees.
+tokenizer_config.json is applied as transformers 5.x does beside a tokenizer.json
+(docs/tokenizer.md): add_bos_token / add_eos_token are ignored and tokenizer.json's
+post-processor decides, except CodeLlamaTokenizer ("[bos] $A") and GPTNeoXTokenizer ("$A").
+transformers 5 rebuilds some classes' pipelines from their own definition; the script reports
+how often AutoTokenizer (v5) agrees. special_goldens.py checks the special-token rule itself
+against AutoTokenizer.
 
 Usage: /opt/tok-venv/bin/python tools/tokenizer_goldens/make_goldens.py [--shared DIR]
+       [--goldens-only]   rewrite the goldens of the committed files (no training)
 """
 import argparse
 import json
@@ -35,8 +38,6 @@ import corpus  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 OUT = os.path.join(ROOT, "tests", "fixtures", "tokenizers")
-LLAMA_CLASSES = {"LlamaTokenizer", "LlamaTokenizerFast", "CodeLlamaTokenizer",
-                 "CodeLlamaTokenizerFast", "GemmaTokenizer", "GemmaTokenizerFast"}
 
 
 def training_text(latin_only=False):
@@ -244,28 +245,17 @@ def fixtures():
 
 
 def apply_config(t, cfg):
-    """transformers 4.x LlamaTokenizerFast.update_post_processor."""
-    cls = cfg.get("tokenizer_class") or ""
-    llama = cls in LLAMA_CLASSES
-    if not (llama or "add_bos_token" in cfg or "add_eos_token" in cfg):
-        return t
-
-    def tok(key):
-        v = cfg.get(key)
-        return v["content"] if isinstance(v, dict) else v
-
-    add_bos = cfg.get("add_bos_token", llama)
-    add_eos = cfg.get("add_eos_token", False)
-    bos, eos = tok("bos_token"), tok("eos_token")
-    single = f"{(bos + ':0 ') if add_bos else ''}$A:0{(' ' + eos + ':0') if add_eos else ''}"
-    pair = f"{single}{(' ' + bos + ':1') if add_bos else ''} $B:1{(' ' + eos + ':1') if add_eos else ''}"
-    specials = []
-    if add_bos:
-        specials.append((bos, t.token_to_id(bos)))
-    if add_eos:
-        specials.append((eos, t.token_to_id(eos)))
-    t.post_processor = processors.TemplateProcessing(single=single, pair=pair,
-                                                     special_tokens=specials)
+    """transformers 5.x: tokenizer.json's post-processor, but for two classes' own."""
+    cls = (cfg.get("tokenizer_class") or "").removesuffix("Fast")
+    if cls == "CodeLlamaTokenizer":
+        v = cfg.get("bos_token") or "<s>"
+        bos = v["content"] if isinstance(v, dict) else v
+        t.post_processor = processors.TemplateProcessing(
+            single=f"{bos}:0 $A:0", pair=f"{bos}:0 $A:0 {bos}:1 $B:1",
+            special_tokens=[(bos, t.token_to_id(bos))])
+    elif cls == "GPTNeoXTokenizer":
+        t.post_processor = processors.TemplateProcessing(single="$A:0", pair="$A:0 $B:1",
+                                                         special_tokens=[])
     return t
 
 
@@ -297,8 +287,25 @@ def write_json(path, obj):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared", "data", "tokenizers"))
+    ap.add_argument("--goldens-only", action="store_true")
     args = ap.parse_args()
     os.makedirs(OUT, exist_ok=True)
+    if args.goldens_only:
+        texts = [json.loads(l)["text"] for l in open(os.path.join(OUT, "corpus.jsonl"),
+                                                      encoding="utf-8")]
+        meta = json.load(open(os.path.join(OUT, "meta.json")))
+        for seed, name in enumerate(sorted(fixtures())):
+            d = os.path.join(OUT, name)
+            cfg = json.load(open(os.path.join(d, "tokenizer_config.json"), encoding="utf-8"))
+            t = apply_config(Tokenizer.from_file(os.path.join(d, "tokenizer.json")), cfg)
+            goldens(t, texts, os.path.join(d, "goldens.jsonl"), seed)
+        for name in meta["real"]:
+            src = os.path.join(args.shared, name)
+            cfg = json.load(open(os.path.join(src, "tokenizer_config.json"), encoding="utf-8"))
+            t = apply_config(Tokenizer.from_file(os.path.join(src, "tokenizer.json")), cfg)
+            goldens(t, texts, os.path.join(OUT, "real-" + name, "goldens.jsonl"),
+                    100 + len(name))
+        return
     texts = corpus.build()
     with open(os.path.join(OUT, "corpus.jsonl"), "w", encoding="utf-8") as f:
         for s in texts:
