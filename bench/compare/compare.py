@@ -12,8 +12,8 @@ Peers are built and converted outside the repository, under --work:
   - GGUF files: each model folder converted by that llama.cpp's convert_hf_to_gguf.py
     (--outtype f32 / bf16), run by --python (it needs torch, numpy, sentencepiece);
   - transformers: --python's torch and transformers, torch.set_num_threads(threads), the model
-    loaded in the dtype, timed on the same prompt (prefill: one forward; decode: greedy
-    generate of new tokens, minus the prefill).
+    loaded in the dtype, timed on the same prompt after a warm-up forward (prefill: one
+    forward; decode: greedy generate of N new tokens minus generate of 1, over N - 1).
 Read bandwidth comes from build/bench/kernels/matmul_bench (read_bandwidth/*, --bench-binary);
 decode's roofline is bandwidth / bytes of weights read per token.
 Each round runs lathe (`lathe bench --json`), then llama-bench (-p, -n, -r 1), then
@@ -41,13 +41,16 @@ m.eval()
 vocab = m.config.vocab_size
 ids = torch.tensor([[(1 + 7919 * i) % vocab for i in range(int(prompt_tokens))]])
 with torch.inference_mode():
+    m(ids)  # warm-up: oneDNN primitives and allocations are made on the first call
     t0 = time.perf_counter(); m(ids); prefill = time.perf_counter() - t0
     n = int(new_tokens)
-    t0 = time.perf_counter()
-    m.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False)
-    total = time.perf_counter() - t0
+    def gen(k):
+        t0 = time.perf_counter()
+        m.generate(ids, max_new_tokens=k, min_new_tokens=k, do_sample=False)
+        return time.perf_counter() - t0
+    one, full = gen(1), gen(n)  # decode: the n - 1 steps after the first token
 print(json.dumps({"prefill": int(prompt_tokens) / prefill,
-                  "decode": (n - 1) / max(total - prefill, 1e-9)}))
+                  "decode": (n - 1) / max(full - one, 1e-9)}))
 """
 
 
@@ -135,9 +138,11 @@ def main():
     ap.add_argument("--dtypes", default="f32,bf16")
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--new-tokens", type=int, default=32)
-    ap.add_argument("--no-transformers", action="store_true")
+    ap.add_argument("--engines", default="lathe,llama.cpp,transformers",
+                    help="which to run (the others' columns print nan)")
     ap.add_argument("--json", help="also write every run here")
     a = ap.parse_args()
+    engines = a.engines.split(",")
     llama_bench = a.llama_bench or build_llama_cpp(a.work)
     bw = read_bandwidth(a.bench_binary)
     threads = [int(t) for t in a.threads.split(",")]
@@ -148,21 +153,25 @@ def main():
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for model in a.model:
         for dtype in dtypes:
-            gguf = gguf_for(a.work, llama_bench, a.python, model, dtype)
+            gguf = gguf_for(a.work, llama_bench, a.python, model, dtype) \
+                if "llama.cpp" in engines else None
             for t in threads:
                 runs = {"lathe": [], "llama.cpp": [], "transformers": []}
                 for _ in range(a.runs):
-                    p, d, _ = lathe_run(a.lathe, model, dtype, t, a.prompt_tokens, a.new_tokens)
-                    runs["lathe"].append((p, d))
-                    runs["llama.cpp"].append(llama_run(llama_bench, gguf, t, a.prompt_tokens,
-                                                       a.new_tokens))
-                    if not a.no_transformers:
+                    if "lathe" in engines:
+                        p, d, _ = lathe_run(a.lathe, model, dtype, t, a.prompt_tokens,
+                                            a.new_tokens)
+                        runs["lathe"].append((p, d))
+                    if "llama.cpp" in engines:
+                        runs["llama.cpp"].append(llama_run(llama_bench, gguf, t,
+                                                           a.prompt_tokens, a.new_tokens))
+                    if "transformers" in engines:
                         runs["transformers"].append(transformers_run(
                             a.python, model, dtype, t, a.prompt_tokens, a.new_tokens))
                 med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
                        if v else (float("nan"), float("nan")) for k, v in runs.items()}
-                best = max(med["llama.cpp"][0], med["transformers"][0]
-                           if runs["transformers"] else 0)
+                best = max(v[0] for k, v in med.items() if k != "lathe" and runs[k]) \
+                    if any(runs[k] for k in ("llama.cpp", "transformers")) else float("nan")
                 roof = bw.get(t, bw[max(bw)]) * 1e9 / weight_bytes(model, dtype)
                 name = os.path.basename(os.path.normpath(model))
                 print(f"| {name} | {dtype} | {t} | {med['lathe'][0]:.1f} | {med['llama.cpp'][0]:.1f}"
