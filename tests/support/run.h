@@ -20,10 +20,10 @@ struct RunResult {
   std::string out;  // stdout and stderr together
 };
 
-// Runs `lathe ARGS` through the shell and captures its output and exit code.
-inline RunResult run_lathe(const std::string& args) {
+// Runs a shell command and captures its output (stdout and stderr as the command sends them)
+// and exit code.
+inline RunResult run_shell(const std::string& cmd) {
   RunResult r;
-  const std::string cmd = std::string(LATHE_BINARY) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf{};
@@ -32,6 +32,11 @@ inline RunResult run_lathe(const std::string& args) {
   const int status = pclose(p);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+// Runs `lathe ARGS` through the shell and captures its output and exit code.
+inline RunResult run_lathe(const std::string& args) {
+  return run_shell(std::string(LATHE_BINARY) + " " + args + " 2>&1");
 }
 
 struct SplitRunResult {
@@ -46,15 +51,9 @@ inline SplitRunResult run_lathe_split(const std::string& args) {
   const int fd = mkstemp(err_file);
   if (fd < 0) return r;
   close(fd);
-  const std::string cmd = std::string(LATHE_BINARY) + " " + args + " 2>" + err_file;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p) {
-    std::array<char, 4096> buf{};
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    const int status = pclose(p);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
+  const RunResult run = run_shell(std::string(LATHE_BINARY) + " " + args + " 2>" + err_file);
+  r.exit_code = run.exit_code;
+  r.out = run.out;
   std::ifstream in(err_file, std::ios::binary);
   r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   std::remove(err_file);
@@ -64,17 +63,8 @@ inline SplitRunResult run_lathe_split(const std::string& args) {
 // Runs `lathe ARGS` with file writes limited to `kib` KiB (RLIMIT_FSIZE, SIGXFSZ ignored, so
 // a write past the limit fails with EFBIG as it would with ENOSPC on a full disk).
 inline RunResult run_lathe_with_full_disk(int kib, const std::string& args) {
-  const std::string cmd = "/bin/bash -c \"trap '' XFSZ; ulimit -f " + std::to_string(kib) +
-                          "; exec " + LATHE_BINARY + " " + args + "\" 2>&1";
-  RunResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  return run_shell("/bin/bash -c \"trap '' XFSZ; ulimit -f " + std::to_string(kib) + "; exec " +
+                   LATHE_BINARY + " " + args + "\" 2>&1");
 }
 
 // A fresh folder under the system temp folder, removed when the object dies.
