@@ -124,8 +124,13 @@ Value Builder::unary(Op op, Value x, Params p) {
 }
 
 Value Builder::act_mul(Activation act, Value gate, Value up) {
-  expect_same_shape(gate, up, "act_mul");
-  Node n{.op = Op::ActMul, .inputs = {gate, up}, .shape = shape(gate)};
+  expect_f32(gate, "act_mul", "gate");
+  expect_f32(up, "act_mul", "up");
+  const bool per_row =
+      dim(gate, -1) == 1 && shape_numel(shape(gate)) * dim(up, -1) == shape_numel(shape(up));
+  if (shape(gate) != shape(up) && !per_row)
+    fail("internal: act_mul: gate ", shape_str(shape(gate)), " for up ", shape_str(shape(up)));
+  Node n{.op = Op::ActMul, .inputs = {gate, up}, .shape = shape(up)};
   n.params.act = act;
   return add_node(std::move(n));
 }
@@ -216,6 +221,64 @@ Value Builder::rows(Value x, Value indices) {
   if (shape(x).size() != 2 || node(indices).dtype != DType::I32 || shape(indices).size() != 1)
     fail("internal: rows: x ", shape_str(shape(x)), " at ", shape_str(shape(indices)));
   return add_node({.op = Op::Rows, .inputs = {x, indices}, .shape = {dim(indices, 0), dim(x, 1)}});
+}
+
+Value Builder::route(Value logits, const RouteParams& p, Value bias) {
+  expect_f32(logits, "route", "logits");
+  if (shape(logits).size() != 2)
+    fail("internal: route: logits ", shape_str(shape(logits)), " must be [tokens, experts]");
+  const int64_t experts = dim(logits, 1);
+  if (p.top_k < 1 || p.top_k > experts)
+    fail("internal: route: top ", p.top_k, " of ", experts, " experts");
+  if (p.groups < 1 || experts % p.groups != 0 || p.top_groups < 1 || p.top_groups > p.groups ||
+      (p.groups > 1 && p.routing != Routing::Sigmoid) ||
+      p.top_k > p.top_groups * (experts / p.groups))
+    fail("internal: route: ", experts, " experts in ", p.groups, " groups, best ", p.top_groups,
+         ", top ", p.top_k);
+  if (bias.valid()) {
+    expect_f32(bias, "route", "bias");
+    if (p.routing != Routing::Sigmoid || shape_numel(shape(bias)) != experts)
+      fail("internal: route: bias ", shape_str(shape(bias)), " for ", experts, " experts");
+  }
+  Node n{.op = Op::Route, .inputs = {logits, bias}, .shape = {2, dim(logits, 0), p.top_k}};
+  n.params.routing = p.routing;
+  n.params.top_k = p.top_k;
+  n.params.norm_topk = p.norm_topk;
+  n.params.eps = p.norm_eps;
+  n.params.scale = p.scale;
+  n.params.groups = p.groups;
+  n.params.top_groups = p.top_groups;
+  return add_node(std::move(n));
+}
+
+Value Builder::experts(Value x, Value route, const std::vector<Expert>& experts, Activation act) {
+  expect_f32(x, "experts", "input");
+  expect_f32(route, "experts", "route");
+  if (shape(x).size() != 2 || node(route).op != Op::Route || dim(route, 1) != dim(x, 0))
+    fail("internal: experts: input ", shape_str(shape(x)), " with route ", shape_str(shape(route)));
+  if (experts.empty()) fail("internal: experts: no experts");
+  Node n{.op = Op::Experts, .inputs = {x, route}, .shape = shape(x)};
+  n.params.act = act;
+  n.params.top_k = dim(route, 2);
+  const int64_t d = dim(x, 1);
+  int64_t inter = -1;
+  for (const Expert& e : experts) {
+    expect(e.up, "experts", "up");
+    expect(e.down, "experts", "down");
+    const Shape &up = shape(e.up), &down = shape(e.down);
+    if (inter < 0) inter = up.at(0);
+    const bool gate_ok = !e.gate.valid() || shape(e.gate) == up;
+    if (up.size() != 2 || up[1] != d || up[0] != inter || down != Shape{d, inter} || !gate_ok)
+      fail("internal: experts: expert ", (n.inputs.size() - 2) / 3, " up ", shape_str(up), " down ",
+           shape_str(down), " for input ", shape_str(shape(x)));
+    for (Value w : {e.gate, e.up, e.down})
+      if (w.valid() && node(w).dtype != DType::F32 && node(w).dtype != DType::BF16)
+        fail("internal: experts: weight dtype ", dtype_name(node(w).dtype), " has no kernel");
+    if (e.gate.valid() != experts.front().gate.valid())
+      fail("internal: experts: every expert is gated, or none");
+    n.inputs.insert(n.inputs.end(), {e.gate, e.up, e.down});
+  }
+  return add_node(std::move(n));
 }
 
 }  // namespace lathe::graph

@@ -42,6 +42,8 @@ class Builder {
   // Weight and bias (each may be invalid) hold n values, or g * n that successive rows cycle
   // through (per-head norms over x [tokens, heads, head_dim]).
   Value layer_norm(Value x, Value weight, Value bias, float eps);
+  // act(gate) * up; gate has up's shape, or one value per row ([.., 1]: Qwen2Moe's
+  // sigmoid(shared_expert_gate(x)) * shared_expert(x)).
   Value act_mul(Activation act, Value gate, Value up);
   Value activation(Activation act, Value x);
   Value add(Value a, Value b);
@@ -64,6 +66,25 @@ class Builder {
   // position bias, `slopes` is a Weight of `heads` F32 values.
   Value attention(Value q, Value k, Value v, const AttentionParams& p, Value slopes = {});
   Value rows(Value x, Value indices);
+  struct RouteParams {
+    Routing routing = Routing::SoftmaxTopK;
+    int64_t top_k = 0;
+    bool norm_topk = false;
+    float norm_eps = 0;  // added to the sum of the k weights before dividing by it
+    float scale = 1;     // routed_scaling_factor
+    int64_t groups = 1, top_groups = 1;
+  };
+  // logits [n, experts] -> [2, n, k] (Op::Route). `bias` [experts] (Sigmoid only, the
+  // e_score_correction_bias) moves the choice, not the weights; may be invalid.
+  Value route(Value logits, const RouteParams& p, Value bias = {});
+  // One expert's matrices, as Linear weights: gate and up [inter, dim], down [dim, inter]; gate
+  // invalid for an ungated expert (down(act(up x))).
+  struct Expert {
+    Value gate, up, down;
+  };
+  // The mixture of experts (Op::Experts) of x [n, dim] with the route of route(): each token
+  // runs only its k experts, whose outputs are summed in the route's order.
+  Value experts(Value x, Value route, const std::vector<Expert>& experts, Activation act);
 
  private:
   Value add_node(Node node);

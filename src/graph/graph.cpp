@@ -45,6 +45,10 @@ const char* op_name(Op op) {
       return "attention";
     case Op::Rows:
       return "rows";
+    case Op::Route:
+      return "route";
+    case Op::Experts:
+      return "experts";
   }
   return "?";
 }
@@ -83,9 +87,12 @@ uint64_t Graph::hash() const {
     for (float f : {p.eps, p.offset, p.scale, p.softcap, p.limit, p.xielu[0], p.xielu[1],
                     p.xielu[2], p.xielu[3]})
       h.add(f);
-    for (int v : {static_cast<int>(p.act), static_cast<int>(p.layout), static_cast<int>(p.bias)})
+    for (int v : {static_cast<int>(p.act), static_cast<int>(p.layout), static_cast<int>(p.bias),
+                  static_cast<int>(p.routing), static_cast<int>(p.norm_topk)})
       h.add(v);
-    for (int64_t v : {p.layer, p.window, p.id_offset, p.input_slot}) h.add(v);
+    for (int64_t v :
+         {p.layer, p.window, p.id_offset, p.input_slot, p.top_k, p.groups, p.top_groups})
+      h.add(v);
     if (n.op == Op::Weight) {
       h.shape(n.constant.shape());
       h.add(static_cast<int>(n.constant.dtype()));

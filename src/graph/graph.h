@@ -48,11 +48,16 @@ enum class Op : uint8_t {
   Rope,        // rotary embedding of x [n, heads, head_dim] with tables [2, n, rot/2]
   Attention,   // appends k, v to the layer's cache at the step's positions; causal attention
   Rows,        // rows of x [n, dim] at indices [r] -> [r, dim]
+  Route,       // router logits [n, experts] (+ bias [experts]) -> [2, n, k]: each token's k
+               // expert weights (plane 0) and expert ids (plane 1, exact integers in f32)
+  Experts,     // x [n, dim], route [2, n, k], then gate, up, down weights per expert ->
+               // [n, dim]: sum over the token's k experts of weight * down(act(gate x) * up x)
 };
 const char* op_name(Op op);
 
 // The MLP activations transformers names in hidden_act (ACT2FN).
-enum class Activation : uint8_t { Silu, Gelu, GeluTanh, Relu, Relu2 };  // Relu2: relu(x)^2
+// Relu2: relu(x)^2; Sigmoid: Qwen2Moe's shared-expert gate.
+enum class Activation : uint8_t { Silu, Gelu, GeluTanh, Relu, Relu2, Sigmoid };
 // Which elements rotary embedding pairs: HalfSplit (i, i + rot/2) as Llama's rotate_half,
 // Interleaved (2i, 2i + 1) as GLM's and Ernie's.
 enum class RopeLayout : uint8_t { HalfSplit, Interleaved };
@@ -60,6 +65,14 @@ enum class RopeLayout : uint8_t { HalfSplit, Interleaved };
 // AlibiFalcon: bf16(bf16(slope_h) * bf16(j)) / sqrt(head_dim), the roundings Falcon's
 // build_alibi_tensor makes (torch converts the int64 positions to bf16: 257 becomes 256).
 enum class PositionBias : uint8_t { None, Alibi, AlibiFalcon };
+// How a Route node turns router logits into k experts per token (transformers' routers):
+//   SoftmaxTopK: softmax over the experts, the k largest (Mixtral, Qwen2Moe, Qwen3Moe, Olmoe);
+//   TopKSoftmax: the k largest logits, softmax over those k (GraniteMoe);
+//   Sigmoid:     sigmoid scores, chosen by score + bias within the best groups, weighted by
+//                the scores without the bias (DeepseekV3, Glm4Moe).
+// Weights are then divided by their sum when `norm_topk` is set (adding eps to the sum) and
+// multiplied by `scale` (routed_scaling_factor).
+enum class Routing : uint8_t { SoftmaxTopK, TopKSoftmax, Sigmoid };
 
 // Op parameters: one flat record, so that hashing and printing treat every op alike. Fields
 // an op does not use stay at their defaults.
@@ -73,6 +86,11 @@ struct Params {
   int64_t window = 0;      // Attention: sliding window (0: none)
   int64_t id_offset = 0;   // Embedding: added to every id (OPT's learned positions)
   int64_t input_slot = 0;  // Input: which step input (InputSlot)
+  // Route (scale: routed scaling factor, eps: added to the sum that norm_topk divides by).
+  Routing routing = Routing::SoftmaxTopK;
+  bool norm_topk = false;
+  int64_t top_k = 0;
+  int64_t groups = 0, top_groups = 0;  // Sigmoid: experts in `groups` groups, best top_groups
 };
 
 // The step inputs an Input node can be bound to.

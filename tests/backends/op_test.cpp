@@ -9,6 +9,7 @@
 // the figures behind the tolerances.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -62,12 +63,14 @@ const char* act_name(Activation a) {
       return "relu";
     case Activation::Relu2:
       return "relu2";
+    case Activation::Sigmoid:
+      return "sigmoid";
   }
   return "?";
 }
 // Every graph::Activation.
-constexpr Activation kActivations[] = {Activation::Silu, Activation::Gelu, Activation::GeluTanh,
-                                       Activation::Relu, Activation::Relu2};
+constexpr Activation kActivations[] = {Activation::Silu, Activation::Gelu,  Activation::GeluTanh,
+                                       Activation::Relu, Activation::Relu2, Activation::Sigmoid};
 
 // Elementwise and row-wise shape classes: decode (one row), odd rows and dims, larger, rank 3.
 const Shape kRowShapes[] = {{1, 64}, {7, 13}, {37, 300}, {3, 5, 7}};
@@ -491,6 +494,93 @@ void rows_cases(std::vector<Case>& out) {
   }
 }
 
+// Routing: every Routing kind, with and without norm_topk and scaling, k of 1 and more, a
+// grouped sigmoid router with a correction bias, and logits full of ties (torch's order).
+void route_cases(std::vector<Case>& out) {
+  using graph::Routing;
+  struct S {
+    const char* what;
+    Builder::RouteParams p;
+    int64_t tokens, experts;
+    bool bias, ties;
+  };
+  const S cases[] = {
+      {"softmax_top2_norm", {Routing::SoftmaxTopK, 2, true, 0, 1}, 7, 8, false, false},
+      {"softmax_top1", {Routing::SoftmaxTopK, 1, false, 0, 1}, 1, 5, false, false},
+      {"softmax_top4_ties", {Routing::SoftmaxTopK, 4, false, 0, 1}, 9, 60, false, true},
+      {"topk_softmax_top2", {Routing::TopKSoftmax, 2, false, 0, 1}, 7, 6, false, false},
+      {"sigmoid_top3_groups_bias",
+       {Routing::Sigmoid, 3, true, 1e-20f, 2.5f, 4, 2},
+       7,
+       16,
+       true,
+       false},
+      {"sigmoid_top2_ties", {Routing::Sigmoid, 2, true, 1e-20f, 1, 2, 1}, 5, 8, false, true},
+  };
+  for (const S& s : cases) {
+    Tensor logits = random_tensor({s.tokens, s.experts}, next_seed(), 3.0f);
+    if (s.ties)  // a few distinct values only
+      for (int64_t i = 0; i < logits.numel(); ++i)
+        logits.mut<float>()[i] = std::round(logits.data<float>()[i]);
+    const Tensor bias = s.bias ? random_tensor({s.experts}, next_seed(), 0.5f) : Tensor();
+    out.push_back({std::string("route_") + s.what, Op::Route, DType::F32,
+                   [logits, bias, p = s.p](Builder& g) {
+                     return std::vector{g.route(g.weight(logits), p, g.weight(bias))};
+                   },
+                   Step{}});
+  }
+}
+
+// Experts after a route: decode (one token), odd token counts and sizes, k of 1 and more,
+// gated and ungated, F32 and BF16 weights; experts no token chose are skipped.
+void experts_cases(std::vector<Case>& out) {
+  struct S {
+    int64_t tokens, dim, inter, experts, k;
+    bool gated;
+  };
+  const S shapes[] = {{1, 64, 32, 8, 2, true},
+                      {7, 13, 9, 5, 2, true},
+                      {37, 64, 40, 6, 3, true},
+                      {5, 24, 17, 4, 1, false},
+                      {3, 16, 8, 64, 4, true}};
+  for (DType dt : {DType::F32, DType::BF16})
+    for (const S& s : shapes) {
+      const Tensor x = random_tensor({s.tokens, s.dim}, next_seed());
+      const Tensor router = random_tensor({s.experts, s.dim}, next_seed());
+      std::vector<std::array<Tensor, 3>> w;
+      for (int64_t e = 0; e < s.experts; ++e)
+        w.push_back({s.gated ? random_tensor({s.inter, s.dim}, next_seed()).to(dt) : Tensor(),
+                     random_tensor({s.inter, s.dim}, next_seed()).to(dt),
+                     random_tensor({s.dim, s.inter}, next_seed()).to(dt)});
+      out.push_back({"experts_" + label({s.tokens, s.dim, s.inter}) + "_e" +
+                         std::to_string(s.experts) + "_k" + std::to_string(s.k) +
+                         (s.gated ? "_gated_" : "_ungated_") + std::string(dtype_name(dt)),
+                     Op::Experts, dt,
+                     [x, router, w, k = s.k](Builder& g) {
+                       Value xv = g.weight(x);
+                       Value r = g.route(g.linear(xv, g.weight(router)),
+                                         {.routing = graph::Routing::SoftmaxTopK, .top_k = k});
+                       std::vector<Builder::Expert> ex;
+                       for (const auto& e : w)
+                         ex.push_back({g.weight(e[0]), g.weight(e[1]), g.weight(e[2])});
+                       return std::vector{g.experts(xv, r, ex, Activation::Silu)};
+                     },
+                     Step{}});
+    }
+  // One gate value per row (Qwen2Moe's sigmoid shared-expert gate).
+  for (const Shape& s : kRowShapes) {
+    Shape gs = s;
+    gs.back() = 1;
+    const Tensor gate = random_tensor(gs, next_seed(), 4.0f), up = random_tensor(s, next_seed());
+    out.push_back({"act_mul_per_row_sigmoid_" + label(s), Op::ActMul, DType::F32,
+                   [gate, up](Builder& g) {
+                     return std::vector{
+                         g.act_mul(Activation::Sigmoid, g.weight(gate), g.weight(up))};
+                   },
+                   Step{}});
+  }
+}
+
 const std::vector<Case>& all_cases() {
   static const std::vector<Case> cases = [] {
     std::vector<Case> c;
@@ -501,6 +591,8 @@ const std::vector<Case>& all_cases() {
     rope_cases(c);
     attention_cases(c);
     rows_cases(c);
+    route_cases(c);
+    experts_cases(c);
     return c;
   }();
   return cases;
@@ -576,9 +668,9 @@ TEST_P(OpBench, BackendsMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Ops, OpBench, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
-// Every computing op of graph::Op has cases (a new op must join the bench; Rows is the last).
+// Every computing op of graph::Op has cases (a new op must join the bench; Experts is the last).
 TEST(OpBenchCoverage, EveryComputingOpHasCases) {
-  std::vector<bool> seen(static_cast<size_t>(Op::Rows) + 1, false);
+  std::vector<bool> seen(static_cast<size_t>(Op::Experts) + 1, false);
   for (const Case& c : all_cases()) seen[static_cast<size_t>(c.op)] = true;
   for (size_t i = 0; i < seen.size(); ++i) {
     const Op op = static_cast<Op>(i);

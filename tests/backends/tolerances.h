@@ -17,6 +17,7 @@
 //    a polynomial exp and vector softmax sums: NMSE 7.5e-14, max abs 1.5e-7 (worst case over
 //    the attention cases), so NMSE 1e-12 (13x), max abs 1e-5 (67x). The portable level
 //    computes each row as the reference does: 0.
+//  - Experts run the Linear kernels on each expert's rows: Linear's tolerances.
 //  - Every other op runs the same kernel on both CPU backends: 0, bit for bit.
 #pragma once
 
@@ -62,13 +63,17 @@ inline constexpr ToleranceRow kTolerances[] = {
     {graph::Op::Rope, DType::F32, {}},
     {graph::Op::Attention, DType::F32, {1e-12, 1e-5}},
     {graph::Op::Rows, DType::F32, {}},
+    {graph::Op::Route, DType::F32, {}},
+    {graph::Op::Experts, DType::F32, {1e-11, 2e-4}},
+    {graph::Op::Experts, DType::BF16, {1e-11, 2e-4}},
 };
 
 // Linear with BF16 weights on Avx512Bf16: activations rounded to bf16 first.
 inline constexpr Tolerance kLinearBf16Activations = {5e-5, 3e-1};
 
 inline std::optional<Tolerance> tolerance(graph::Op op, DType dtype, cpu::Isa isa) {
-  if (op == graph::Op::Linear && dtype == DType::BF16 && isa == cpu::Isa::Avx512Bf16)
+  if ((op == graph::Op::Linear || op == graph::Op::Experts) && dtype == DType::BF16 &&
+      isa == cpu::Isa::Avx512Bf16)
     return kLinearBf16Activations;
   for (const ToleranceRow& r : kTolerances)
     if (r.op == op && r.dtype == dtype) return r.tol;

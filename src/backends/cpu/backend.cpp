@@ -7,6 +7,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/moe.h"
 #include "core/error.h"
 
 namespace lathe {
@@ -16,43 +17,6 @@ using graph::Op;
 
 const float* f32(const Tensor* t) {
   return t ? t->data<float>() : nullptr;
-}
-
-void activation(graph::Activation act, const float* x, float* y, int64_t n) {
-  switch (act) {
-    case graph::Activation::Silu:
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
-      return;
-    case graph::Activation::GeluTanh:
-      cpu::gelu_tanh(x, y, n);
-      return;
-    case graph::Activation::Gelu:
-      cpu::gelu_erf(x, y, n);
-      return;
-    case graph::Activation::Relu:
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : 0.0f;
-      return;
-    case graph::Activation::Relu2:  // transformers ReLUSquaredActivation
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] * x[i] : 0.0f;
-      return;
-  }
-}
-
-void act_mul(graph::Activation act, const float* gate, const float* up, float* y, int64_t n) {
-  switch (act) {
-    case graph::Activation::Silu:
-      cpu::silu_mul(gate, up, y, n);
-      return;
-    case graph::Activation::GeluTanh:
-      cpu::gelu_tanh_mul(gate, up, y, n);
-      return;
-    case graph::Activation::Gelu:
-    case graph::Activation::Relu:
-    case graph::Activation::Relu2:
-      activation(act, gate, y, n);
-      for (int64_t i = 0; i < n; ++i) y[i] *= up[i];
-      return;
-  }
 }
 
 // The position bias of one head for keys 0 .. length - 1 (ALiBi as Bloom or Falcon forms it).
@@ -170,6 +134,12 @@ class CpuBackend : public Backend {
       const int64_t k = w.shape[1], m = shape_numel(node.shape) / w.shape[0];
       return (cpu::matmul_scratch_bytes(w.dtype, m, k) + sizeof(float) - 1) / sizeof(float);
     }
+    if (node.op == Op::Experts) {
+      const graph::Node& up = g.at(node.inputs[3]);
+      return cpu::experts_workspace_floats(
+          node.shape[0], node.shape[1], up.shape[0], node.params.top_k,
+          static_cast<int64_t>(node.inputs.size() - 2) / 3, reference_ ? DType::F32 : up.dtype);
+    }
     if (node.op != Op::Attention) return 0;
     const int64_t heads = node.shape[1];
     const int64_t rows = reference_ ? 1 : threads;
@@ -232,15 +202,27 @@ class CpuBackend : public Backend {
                         numel / dim, dim);
         return;
       }
-      case Op::ActMul:
+      case Op::ActMul: {
+        if (x->numel() != numel) {  // one gate value per row
+          const int64_t dim = a.out.dim(-1);
+          const float* up = a.inputs[1]->data<float>();
+          float* o = a.out.mut<float>();
+          for (int64_t r = 0; r < numel / dim; ++r) {
+            float g;
+            cpu::activation(n.params.act, x->data<float>() + r, &g, 1);
+            for (int64_t i = 0; i < dim; ++i) o[r * dim + i] = g * up[r * dim + i];
+          }
+          return;
+        }
         over_rows(!reference_, a.pool, numel, 1, [&](int64_t i0, int64_t i1) {
-          act_mul(n.params.act, x->data<float>() + i0, a.inputs[1]->data<float>() + i0,
-                  a.out.mut<float>() + i0, i1 - i0);
+          cpu::act_mul(n.params.act, x->data<float>() + i0, a.inputs[1]->data<float>() + i0,
+                       a.out.mut<float>() + i0, i1 - i0);
         });
         return;
+      }
       case Op::Activation:
         over_rows(!reference_, a.pool, numel, 1, [&](int64_t i0, int64_t i1) {
-          activation(n.params.act, x->data<float>() + i0, a.out.mut<float>() + i0, i1 - i0);
+          cpu::activation(n.params.act, x->data<float>() + i0, a.out.mut<float>() + i0, i1 - i0);
         });
         return;
       case Op::Add: {
@@ -308,6 +290,19 @@ class CpuBackend : public Backend {
       case Op::Attention:
         attention(a, reference_);
         return;
+      case Op::Route:
+        cpu::route(x->data<float>(), f32(a.inputs[1]), x->dim(0), x->dim(1), n.params,
+                   a.out.mut<float>());
+        return;
+      case Op::Experts: {
+        const int64_t experts = static_cast<int64_t>(a.inputs.size() - 2) / 3;
+        const Tensor& up = *a.inputs[3];
+        cpu::experts({x->data<float>(), a.inputs[1]->data<float>(), x->dim(0), x->dim(1), up.dim(0),
+                      n.params.top_k, experts, a.inputs.data() + 2, n.params.act,
+                      a.out.mut<float>(), a.workspace},
+                     reference_, a.pool);
+        return;
+      }
       case Op::Rows: {
         const Tensor& idx = *a.inputs[1];
         const int64_t rows = x->dim(0), dim = x->dim(1);

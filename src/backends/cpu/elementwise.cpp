@@ -122,4 +122,45 @@ void rope_interleaved(float* x, const float* cos, const float* sin, int64_t toke
   }
 }
 
+void activation(graph::Activation act, const float* x, float* y, int64_t n) {
+  switch (act) {
+    case graph::Activation::Silu:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
+      return;
+    case graph::Activation::GeluTanh:
+      cpu::gelu_tanh(x, y, n);
+      return;
+    case graph::Activation::Gelu:
+      cpu::gelu_erf(x, y, n);
+      return;
+    case graph::Activation::Relu:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : 0.0f;
+      return;
+    case graph::Activation::Relu2:  // transformers ReLUSquaredActivation
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] * x[i] : 0.0f;
+      return;
+    case graph::Activation::Sigmoid:
+      for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+      return;
+  }
+}
+
+void act_mul(graph::Activation act, const float* gate, const float* up, float* y, int64_t n) {
+  switch (act) {
+    case graph::Activation::Silu:
+      cpu::silu_mul(gate, up, y, n);
+      return;
+    case graph::Activation::GeluTanh:
+      cpu::gelu_tanh_mul(gate, up, y, n);
+      return;
+    case graph::Activation::Gelu:
+    case graph::Activation::Relu:
+    case graph::Activation::Relu2:
+    case graph::Activation::Sigmoid:
+      activation(act, gate, y, n);
+      for (int64_t i = 0; i < n; ++i) y[i] *= up[i];
+      return;
+  }
+}
+
 }  // namespace lathe::cpu

@@ -10,6 +10,7 @@
 #include "backends/cpu/isa_kernels.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "graph/graph.h"
 
 namespace lathe::cpu {
 
@@ -26,6 +27,10 @@ void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * (weight + offset), for `rows` rows of `n`.
 void rms_norm(const float* x, const float* weight, float offset, float eps, float* y, int64_t rows,
               int64_t n);
+
+// y = act(x), and y = act(gate) * up, over n elements (y may be x, or gate; not up).
+void activation(graph::Activation act, const float* x, float* y, int64_t n);
+void act_mul(graph::Activation act, const float* gate, const float* up, float* y, int64_t n);
 
 // out[i] = silu(gate[i]) * up[i]
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);

@@ -1,0 +1,216 @@
+#include "backends/cpu/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "backends/cpu/kernels.h"
+#include "core/error.h"
+
+namespace lathe::cpu {
+
+void torch_topk(const float* v, int64_t n, int64_t k, bool sorted, int64_t* out) {
+  using Pair = std::pair<float, int64_t>;
+  std::vector<Pair> q(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) q[static_cast<size_t>(i)] = {v[i], i};
+  auto larger = [](const Pair& a, const Pair& b) {
+    return (std::isnan(a.first) && !std::isnan(b.first)) || a.first > b.first;
+  };
+  if (k * 64 <= n) {
+    std::partial_sort(q.begin(), q.begin() + k, q.end(), larger);
+  } else {
+    std::nth_element(q.begin(), q.begin() + (k - 1), q.end(), larger);
+    if (sorted) std::sort(q.begin(), q.begin() + (k - 1), larger);
+  }
+  for (int64_t i = 0; i < k; ++i) out[i] = q[static_cast<size_t>(i)].second;
+}
+
+namespace {
+
+// torch.softmax over n values in f32: exp(x - max) / sum.
+void softmax(const float* x, int64_t n, float* y) {
+  float m = x[0];
+  for (int64_t i = 1; i < n; ++i) m = std::max(m, x[i]);
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += (y[i] = std::exp(x[i] - m));
+  for (int64_t i = 0; i < n; ++i) y[i] /= sum;
+}
+
+// DeepseekV3TopkRouter / Glm4Moe for one token: groups scored by the sum of their two best
+// choice scores, experts outside the best top_groups groups masked to -inf, then the top k of
+// what is left (torch.topk(sorted=False) both times).
+void grouped_choice(const float* choice, int64_t experts, const graph::Params& p, int64_t* ids,
+                    std::vector<float>& masked) {
+  const int64_t per_group = experts / p.groups;
+  masked.assign(choice, choice + experts);
+  if (p.groups > 1) {
+    std::vector<float> group_scores(static_cast<size_t>(p.groups));
+    int64_t best[2];
+    for (int64_t g = 0; g < p.groups; ++g) {
+      torch_topk(choice + g * per_group, per_group, std::min<int64_t>(2, per_group), true, best);
+      group_scores[static_cast<size_t>(g)] =
+          choice[g * per_group + best[0]] + (per_group > 1 ? choice[g * per_group + best[1]] : 0);
+    }
+    std::vector<int64_t> keep(static_cast<size_t>(p.top_groups));
+    torch_topk(group_scores.data(), p.groups, p.top_groups, false, keep.data());
+    std::vector<bool> kept(static_cast<size_t>(p.groups), false);
+    for (int64_t g : keep) kept[static_cast<size_t>(g)] = true;
+    for (int64_t e = 0; e < experts; ++e)
+      if (!kept[static_cast<size_t>(e / per_group)])
+        masked[static_cast<size_t>(e)] = -std::numeric_limits<float>::infinity();
+  }
+  torch_topk(masked.data(), experts, p.top_k, false, ids);
+}
+
+}  // namespace
+
+void route(const float* logits, const float* bias, int64_t tokens, int64_t experts,
+           const graph::Params& p, float* out) {
+  const int64_t k = p.top_k;
+  std::vector<float> scores(static_cast<size_t>(experts)), masked, top(static_cast<size_t>(k));
+  std::vector<int64_t> ids(static_cast<size_t>(k));
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* l = logits + t * experts;
+    float* w = out + t * k;
+    switch (p.routing) {
+      case graph::Routing::SoftmaxTopK:
+        softmax(l, experts, scores.data());
+        torch_topk(scores.data(), experts, k, true, ids.data());
+        for (int64_t j = 0; j < k; ++j) w[j] = scores[static_cast<size_t>(ids[j])];
+        break;
+      case graph::Routing::TopKSoftmax:
+        torch_topk(l, experts, k, true, ids.data());
+        for (int64_t j = 0; j < k; ++j) top[static_cast<size_t>(j)] = l[ids[j]];
+        softmax(top.data(), k, w);
+        break;
+      case graph::Routing::Sigmoid: {
+        for (int64_t e = 0; e < experts; ++e)
+          scores[static_cast<size_t>(e)] = 1.0f / (1.0f + std::exp(-l[e]));
+        std::vector<float> choice(scores);
+        if (bias)
+          for (int64_t e = 0; e < experts; ++e) choice[static_cast<size_t>(e)] += bias[e];
+        grouped_choice(choice.data(), experts, p, ids.data(), masked);
+        for (int64_t j = 0; j < k; ++j) w[j] = scores[static_cast<size_t>(ids[j])];
+        break;
+      }
+    }
+    if (p.norm_topk) {
+      float sum = 0;
+      for (int64_t j = 0; j < k; ++j) sum += w[j];
+      sum += p.eps;
+      for (int64_t j = 0; j < k; ++j) w[j] /= sum;
+    }
+    if (p.scale != 1)
+      for (int64_t j = 0; j < k; ++j) w[j] *= p.scale;
+    for (int64_t j = 0; j < k; ++j) out[tokens * k + t * k + j] = static_cast<float>(ids[j]);
+  }
+}
+
+namespace {
+
+// The workspace of experts(): each token's k weighted outputs, then one expert's rows (its
+// tokens gathered, gate and up, down), then matmul scratch; the slot lists as int32 last.
+struct ExpertsWorkspace {
+  float *slots, *x, *gate, *up, *down;
+  void* scratch;
+  int32_t *count, *order;
+};
+
+size_t slot_floats(int64_t tokens, int64_t dim, int64_t inter, int64_t k) {
+  return static_cast<size_t>(tokens * k * dim + 2 * tokens * dim + 2 * tokens * inter);
+}
+
+ExpertsWorkspace carve(const ExpertsArgs& a, DType w_dtype) {
+  ExpertsWorkspace w;
+  w.slots = a.workspace;
+  w.x = w.slots + a.tokens * a.k * a.dim;
+  w.gate = w.x + a.tokens * a.dim;
+  w.up = w.gate + a.tokens * a.inter;
+  w.down = w.up + a.tokens * a.inter;
+  float* end = w.down + a.tokens * a.dim;
+  w.scratch = end;
+  const size_t scratch = matmul_scratch_bytes(w_dtype, a.tokens, std::max(a.dim, a.inter));
+  w.count = reinterpret_cast<int32_t*>(end + (scratch + sizeof(float) - 1) / sizeof(float));
+  w.order = w.count + a.experts + 1;
+  return w;
+}
+
+}  // namespace
+
+size_t experts_workspace_floats(int64_t tokens, int64_t dim, int64_t inter, int64_t k,
+                                int64_t experts, DType w_dtype) {
+  const size_t scratch = matmul_scratch_bytes(w_dtype, tokens, std::max(dim, inter));
+  return slot_floats(tokens, dim, inter, k) + (scratch + sizeof(float) - 1) / sizeof(float) +
+         static_cast<size_t>(experts + 1 + tokens * k);
+}
+
+void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
+  const int64_t n = a.tokens, k = a.k, d = a.dim, inter = a.inter;
+  // As experts_workspace_floats was asked (the reference kernels need no matmul scratch).
+  const DType w_dtype = reference ? DType::F32 : a.weights[1]->dtype();
+  ExpertsWorkspace ws = carve(a, w_dtype);
+  const float* weights = a.route;
+  const float* ids = a.route + n * k;
+  // Slots (token, j) grouped by expert, tokens in order within each (a counting sort).
+  std::fill(ws.count, ws.count + a.experts + 1, 0);
+  for (int64_t s = 0; s < n * k; ++s) {
+    const float id = ids[s];
+    if (!(id >= 0 && id < static_cast<float>(a.experts)))
+      fail("internal: experts: expert id ", id, " of ", a.experts);
+    ++ws.count[static_cast<int64_t>(id) + 1];
+  }
+  for (int64_t e = 0; e < a.experts; ++e) ws.count[e + 1] += ws.count[e];
+  {
+    std::vector<int32_t> next(ws.count, ws.count + a.experts);
+    for (int64_t s = 0; s < n * k; ++s)
+      ws.order[next[static_cast<size_t>(ids[s])]++] = static_cast<int32_t>(s);
+  }
+  auto linear = [&](const float* x, const Tensor& w, float* y, int64_t m) {
+    if (reference)
+      matmul_reference(x, w.data<void>(), w.dtype(), nullptr, y, m, w.dim(0), w.dim(1));
+    else
+      matmul_fast(x, w.data<void>(), w.dtype(), nullptr, y, m, w.dim(0), w.dim(1), ws.scratch,
+                  pool);
+  };
+  for (int64_t e = 0; e < a.experts; ++e) {
+    const int32_t begin = ws.count[e], m = ws.count[e + 1] - begin;
+    if (m == 0) continue;
+    const int32_t* slots = ws.order + begin;
+    for (int32_t r = 0; r < m; ++r)
+      std::memcpy(ws.x + int64_t{r} * d, a.x + (slots[r] / k) * d,
+                  static_cast<size_t>(d) * sizeof(float));
+    const Tensor* gate = a.weights[3 * e];
+    const Tensor& up = *a.weights[3 * e + 1];
+    const Tensor& down = *a.weights[3 * e + 2];
+    // act(gate) * up into gate's rows (act_mul may write over its gate, not its up).
+    float* h = ws.gate;
+    if (gate) {
+      linear(ws.x, *gate, ws.gate, m);
+      linear(ws.x, up, ws.up, m);
+      act_mul(a.act, ws.gate, ws.up, h, int64_t{m} * inter);
+    } else {
+      linear(ws.x, up, h, m);
+      activation(a.act, h, h, int64_t{m} * inter);
+    }
+    linear(h, down, ws.down, m);
+    for (int32_t r = 0; r < m; ++r) {
+      const float w = weights[slots[r]];
+      const float* src = ws.down + int64_t{r} * d;
+      float* dst = ws.slots + int64_t{slots[r]} * d;
+      for (int64_t i = 0; i < d; ++i) dst[i] = src[i] * w;
+    }
+  }
+  // Each token's outputs summed in the route's order (torch: weighted.view(n, k, d).sum(1)).
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = a.out + t * d;
+    const float* s = ws.slots + t * k * d;
+    std::memcpy(o, s, static_cast<size_t>(d) * sizeof(float));
+    for (int64_t j = 1; j < k; ++j)
+      for (int64_t i = 0; i < d; ++i) o[i] += s[j * d + i];
+  }
+}
+
+}  // namespace lathe::cpu

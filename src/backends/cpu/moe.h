@@ -1,0 +1,40 @@
+// Mixture-of-experts kernels: routing tokens to experts (graph Op::Route) and running each
+// token's experts (Op::Experts), as transformers' routers and experts modules compute them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "graph/graph.h"
+
+namespace lathe::cpu {
+
+// The indices of the k largest of v[0, n), as torch.topk(largest=True, sorted) returns them on
+// CPU, ties included: torch runs std::partial_sort when k * 64 <= n, else std::nth_element
+// (and std::sort of the first k - 1 when sorted) over (value, index) pairs, NaN largest. The
+// same libstdc++ algorithms over the same pairs put equal values in the same order.
+void torch_topk(const float* v, int64_t n, int64_t k, bool sorted, int64_t* out);
+
+// Route (graph.h): logits [tokens, experts] (+ bias [experts]) -> out [2, tokens, k].
+void route(const float* logits, const float* bias, int64_t tokens, int64_t experts,
+           const graph::Params& p, float* out);
+
+struct ExpertsArgs {
+  const float* x;      // [tokens, dim]
+  const float* route;  // [2, tokens, k] (route())
+  int64_t tokens, dim, inter, k, experts;
+  const Tensor* const* weights;  // 3 per expert: gate (null when ungated), up, down
+  graph::Activation act;
+  float* out;        // [tokens, dim]
+  float* workspace;  // experts_workspace_floats() floats
+};
+size_t experts_workspace_floats(int64_t tokens, int64_t dim, int64_t inter, int64_t k,
+                                int64_t experts, DType w_dtype);
+// Groups the tokens by expert, runs each expert on its own tokens only (an expert no token
+// chose is never read), and sums each token's k weighted outputs in the route's order, as
+// transformers' grouped_mm experts do. Reference kernels, or the fast ones on the pool.
+void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool);
+
+}  // namespace lathe::cpu

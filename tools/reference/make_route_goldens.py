@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Writes tests/fixtures/moe/routes.json: what torch.topk and transformers' routers return for
+logits full of ties, the reference for lathe's Route op (tests/backends/moe_test.cpp).
+
+- topk: torch.topk(values, k, sorted) on CPU for vectors of few distinct values, so that the
+  order among equal values (which torch leaves to its partial sort) is pinned down;
+- routers: the router modules of transformers (MixtralTopKRouter, Qwen2MoeTopKRouter,
+  GraniteMoeTopKRouter, DeepseekV3TopkRouter) called on hidden states equal to the logits
+  with an identity router weight, so their logits are exactly the given ones.
+
+Usage: make_route_goldens.py [--out tests/fixtures/moe/routes.json]   (needs torch + transformers)
+"""
+import argparse
+import json
+import pathlib
+
+import torch
+import transformers
+from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3TopkRouter
+from transformers.models.granitemoe.modeling_granitemoe import GraniteMoeTopKRouter
+from transformers.models.mixtral.modeling_mixtral import MixtralTopKRouter
+from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeTopKRouter
+
+REPO = pathlib.Path(__file__).resolve().parent.parent.parent
+
+
+def tie_values(gen: torch.Generator, shape, levels: int) -> torch.Tensor:
+    """Values in {0, 0.25, ..., (levels - 1) / 4}: exact in f32, with many ties."""
+    return torch.randint(0, levels, shape, generator=gen).float() / 4
+
+
+def topk_cases(gen):
+    cases = []
+    for n, k, levels in [(8, 3, 2), (64, 5, 1), (64, 1, 3), (200, 3, 4), (60, 4, 3), (7, 7, 2),
+                         (130, 2, 2), (16, 6, 3)]:
+        for sorted_ in (True, False):
+            v = tie_values(gen, (n,), levels)
+            cases.append({"values": v.tolist(), "k": k, "sorted": sorted_,
+                          "indices": torch.topk(v, k, sorted=sorted_).indices.tolist()})
+    return cases
+
+
+def identity_router(module, experts):
+    with torch.no_grad():
+        module.weight.copy_(torch.eye(experts))
+    return module
+
+
+def router_cases(gen):
+    cases = []
+    for experts, k, levels in [(8, 2, 3), (6, 3, 2), (60, 4, 4)]:
+        logits = tie_values(gen, (5, experts), levels)
+        mixtral = identity_router(MixtralTopKRouter(transformers.MixtralConfig(
+            hidden_size=experts, num_local_experts=experts, num_experts_per_tok=k)), experts)
+        for norm in (False, True):
+            qwen = identity_router(Qwen2MoeTopKRouter(transformers.Qwen2MoeConfig(
+                hidden_size=experts, num_experts=experts, num_experts_per_tok=k,
+                norm_topk_prob=norm)), experts)
+            cases.append(run("softmax_topk", qwen, logits, k, norm=norm))
+        cases.append(run("softmax_topk", mixtral, logits, k, norm=True))
+        granite = identity_router(GraniteMoeTopKRouter(transformers.GraniteMoeConfig(
+            hidden_size=experts, num_local_experts=experts, num_experts_per_tok=k)), experts)
+        cases.append(run("topk_softmax", granite, logits, k))
+    for experts, k, groups, top_groups, scale, norm in [(16, 3, 4, 2, 2.5, True),
+                                                        (8, 2, 1, 1, 1.0, False),
+                                                        (12, 4, 3, 2, 1.5, True)]:
+        logits = tie_values(gen, (5, experts), 3) - 0.25
+        bias = tie_values(gen, (experts,), 2) - 0.125
+        router = identity_router(DeepseekV3TopkRouter(transformers.DeepseekV3Config(
+            hidden_size=experts, n_routed_experts=experts, num_experts_per_tok=k, n_group=groups,
+            topk_group=top_groups, routed_scaling_factor=scale, norm_topk_prob=norm)), experts)
+        with torch.no_grad():
+            router.e_score_correction_bias.copy_(bias)
+        case = run("sigmoid", router, logits, k, norm=norm, scale=scale, groups=groups,
+                   top_groups=top_groups, norm_eps=1e-20)
+        case["bias"] = bias.tolist()
+        cases.append(case)
+    return cases
+
+
+def run(routing, module, logits, k, norm=False, scale=1.0, groups=1, top_groups=1, norm_eps=0.0):
+    with torch.no_grad():
+        _, weights, ids = module(logits)
+    return {"routing": routing, "module": type(module).__name__, "logits": logits.tolist(),
+            "k": k, "norm_topk": norm, "norm_eps": norm_eps, "scale": scale, "groups": groups,
+            "top_groups": top_groups, "ids": ids.tolist(), "weights": weights.float().tolist()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(REPO / "tests/fixtures/moe/routes.json"))
+    args = ap.parse_args()
+    gen = torch.Generator().manual_seed(7)
+    out = {"made_by": {"transformers": transformers.__version__, "torch": torch.__version__},
+           "topk": topk_cases(gen), "routers": router_cases(gen)}
+    pathlib.Path(args.out).write_text(json.dumps(out, indent=None) + "\n")
+
+
+if __name__ == "__main__":
+    main()
