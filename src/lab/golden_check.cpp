@@ -1,6 +1,7 @@
 #include "lab/golden_check.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "generate/generate.h"
@@ -48,6 +49,58 @@ void scale_cached_values(KVCache& cache, int64_t layer, float factor) {
   for (int64_t i = 0; i < per_slot; ++i) v[i] *= factor;
 }
 
+namespace {
+
+// The route nodes lathe traced against the reference's route_ids / route_weights.
+// `suffix`: "" for the f32 goldens, "_bf16" or "_f16" for those of the rounded weights.
+void compare_routes(const Json& names, const SafetensorsFile& ref, const std::string& suffix,
+                    const std::vector<std::pair<std::string, Tensor>>& actual, GoldenCheck& r) {
+  const Tensor ids = ref.tensor("route_ids" + suffix);
+  const Tensor weights = ref.tensor("route_weights" + suffix);
+  if (ids.dtype() != DType::I32 || ids.rank() != 3 || weights.shape() != ids.shape() ||
+      ids.dim(0) != static_cast<int64_t>(names.size()))
+    fail("goldens: route_ids and route_weights must be I32 and F32 [", names.size(),
+         " layers, tokens, k]");
+  const int64_t tokens = ids.dim(1), k = ids.dim(2);
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string name = names[i].get<std::string>();
+    const int32_t* want = ids.data<int32_t>() + static_cast<int64_t>(i) * tokens * k;
+    const float* want_w = weights.data<float>() + static_cast<int64_t>(i) * tokens * k;
+    auto it =
+        std::find_if(actual.begin(), actual.end(), [&](const auto& a) { return a.first == name; });
+    ++r.route_layers;
+    r.route_choices += tokens * k;
+    if (it == actual.end() || it->second.shape() != Shape{2, tokens, k}) {
+      r.route_mismatches += tokens * k;
+      if (!r.first_route_mismatch) r.first_route_mismatch = name + " was not traced as [2, T, k]";
+      continue;
+    }
+    const float* got_w = it->second.data<float>();
+    const float* got = got_w + tokens * k;
+    for (int64_t t = 0; t < tokens; ++t) {
+      bool same = true;
+      for (int64_t j = 0; j < k; ++j) {
+        same = same && got[t * k + j] == static_cast<float>(want[t * k + j]);
+        r.route_weight_max_error =
+            std::max(r.route_weight_max_error,
+                     static_cast<double>(std::abs(got_w[t * k + j] - want_w[t * k + j])));
+      }
+      if (same) continue;
+      for (int64_t j = 0; j < k; ++j) r.route_mismatches += got[t * k + j] != want[t * k + j];
+      if (!r.first_route_mismatch) {
+        std::string a, b;
+        for (int64_t j = 0; j < k; ++j) {
+          a += cat(j ? ", " : "", static_cast<int64_t>(got[t * k + j]));
+          b += cat(j ? ", " : "", want[t * k + j]);
+        }
+        r.first_route_mismatch = cat(name, ", token ", t, ": [", a, "] for [", b, "]");
+      }
+    }
+  }
+}
+
+}  // namespace
+
 GoldenCheck check_golden_fixture(const fs::path& fixture, const fs::path& work_dir,
                                  const TinyBuildOptions& build, std::optional<DType> dtype,
                                  Context& ctx, const std::function<void(const fs::path&)>& edit,
@@ -90,6 +143,12 @@ GoldenCheck check_golden_fixture(const fs::path& fixture, const fs::path& work_d
                                         hidden.data<float>() + i * per_layer, nullptr));
   const bool f32 = model->info().weight_dtype == DType::F32;
   r.layers = compare_layers(actual, reference, f32 ? kF32Nmse : kBf16Nmse);
+  // A checkpoint stored in bf16 or f16 routes as transformers does on the rounded weights.
+  const std::string rounded_suffix = build.dtype == DType::BF16  ? "_bf16"
+                                     : build.dtype == DType::F16 ? "_f16"
+                                                                 : "";
+  if (g.has("route_names") && ref.contains("route_ids" + rounded_suffix))
+    compare_routes(g.at("route_names"), ref, rounded_suffix, actual, r);
 
   // The decode steps' logits, the reference's greedy tokens fed back (so the rows stay
   // comparable where bf16 tokens part).
@@ -116,6 +175,31 @@ GoldenCheck check_golden_fixture(const fs::path& fixture, const fs::path& work_d
   KVCache gen_cache = model->new_cache(static_cast<int64_t>(prompt.size()) + go.max_new_tokens);
   r.greedy_actual = generate(*model, ctx, gen_cache, prompt, go).tokens;
   r.first_token_mismatch = first_token_mismatch(r.greedy_actual, r.greedy_reference);
+
+  const char* storage = build.dtype == DType::BF16  ? "bf16"
+                        : build.dtype == DType::F16 ? "f16"
+                                                    : nullptr;
+  if (storage && ref.contains(cat("logits_", storage)) && g.has("rounded_weights")) {
+    GoldenCheck::Rounded& q = r.rounded.emplace();
+    q.storage = storage;
+    q.logits = compare_logits(logits, ref.tensor(cat("logits_", storage)).to(DType::F32));
+    JsonFields rw(g.at("rounded_weights").at(storage),
+                  cat(g.origin(), " rounded_weights.", storage));
+    for (const Json& t : rw.at("greedy_tokens")) q.greedy_reference.push_back(t.get<int32_t>());
+    for (const Json& m : rw.at("greedy_margins")) q.greedy_margins.push_back(m.get<double>());
+    q.first_token_mismatch = first_token_mismatch(r.greedy_actual, q.greedy_reference);
+    // The decode rows of the rounded model's own greedy tokens.
+    const Tensor rdecode_ref = ref.tensor(cat("decode_logits_", storage)).to(DType::F32);
+    if (rdecode_ref.shape() != decode_ref.shape() ||
+        q.greedy_reference.size() + 1 < static_cast<size_t>(steps))
+      fail(fixture.string(), "/goldens.safetensors: decode_logits_", storage,
+           " must be shaped as decode_logits, one row per rounded greedy token");
+    const Tensor rdecode = decode_logits(
+        *model, ctx, prompt,
+        std::span<const int32_t>(q.greedy_reference).first(static_cast<size_t>(steps - 1)));
+    q.decode = compare_logits(rdecode, rdecode_ref);
+    q.decode_first_diverging_step = first_row_past(rdecode, rdecode_ref, kF32Nmse);
+  }
   return r;
 }
 

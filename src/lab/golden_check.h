@@ -30,6 +30,27 @@ struct GoldenCheck {
   std::vector<double> greedy_margins;  // reference top-1 minus top-2 logit per step
   std::optional<int64_t> first_token_mismatch;
   std::string made_by;  // "transformers X, torch Y"
+  // A checkpoint stored in bf16 or f16 (TinyBuildOptions::dtype) against what transformers
+  // computes in f32 from the same rounded weights (goldens' logits_bf16, decode_logits_bf16,
+  // rounded_weights.bf16; f16 alike): the same computation, so f32 tolerances apply. Unset
+  // for f32 storage, or goldens made before they held these.
+  struct Rounded {
+    std::string storage;  // "bf16" or "f16"
+    LogitComparison logits, decode;
+    std::optional<int64_t> decode_first_diverging_step;
+    std::vector<int32_t> greedy_reference;
+    std::vector<double> greedy_margins;
+    std::optional<int64_t> first_token_mismatch;
+  };
+  std::optional<Rounded> rounded;
+  // Mixtures of experts: the experts each MoE layer chose for every teacher-forced token, in
+  // the router's order, against transformers' (goldens' route_ids; ties included), and the
+  // largest difference of their weights.
+  int64_t route_layers = 0;   // MoE layers compared
+  int64_t route_choices = 0;  // (layer, token, slot) entries compared
+  int64_t route_mismatches = 0;
+  std::optional<std::string> first_route_mismatch;  // "layer.1.route, token 5: [3, 1] for [1, 3]"
+  double route_weight_max_error = 0;
 };
 
 // Builds the fixture's checkpoint in `work_dir` with `build` options, runs it and compares.

@@ -10,9 +10,13 @@ For each config it writes tests/fixtures/tiny/<name>/:
                        final_norm (names in goldens.json; module_outputs.py); and
                        decode_logits [DECODE_ROWS, vocab], generate's raw logits for its first
                        greedy tokens (row 0 after the prompt, row i after greedy token i - 1
-                       went through the KV cache)
-  goldens.json         ids, 32 greedy tokens with their top-1/top-2 margins, per-layer
-                       summaries, and the transformers / torch versions that made them
+                       went through the KV cache); logits_bf16, decode_logits_bf16 (and _f16):
+                       the same from every tensor rounded to bf16 (f16) and computed in f32;
+                       and for mixtures of experts route_ids / route_weights [moe layers, T, k]
+                       (and route_ids_bf16, ... of the rounded weights)
+  goldens.json         ids, 32 greedy tokens with their top-1/top-2 margins (also of the
+                       rounded weights), per-layer summaries, the MoE layers' route names,
+                       and the transformers / torch versions that made them
 
 Usage: make_tiny.py [--only NAME] [--out tests/fixtures/tiny]   (needs torch + transformers)
 """
@@ -45,6 +49,70 @@ def counter_ids(seed: int, count: int, vocab: int, avoid: set[int]) -> list[int]
     return [i for i in ids if i not in avoid][:count]
 
 
+def saved_tensors(model) -> dict:
+    """{name: shape} of the tensors save_pretrained writes for this model."""
+    from safetensors import safe_open
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_pretrained(tmp)
+        out = {}
+        for f in sorted(pathlib.Path(tmp).glob("*.safetensors")):
+            with safe_open(str(f), "pt") as st:
+                for name in st.keys():
+                    out[name] = list(st.get_slice(name).get_shape())
+    return out
+
+
+def load_published(config: dict, tensors: dict):
+    """The model from_pretrained makes of these tensors, saved as a checkpoint would be."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (pathlib.Path(tmp) / "config.json").write_text(json.dumps(config))
+        save_file({n: t.numpy() for n, t in tensors.items()}, str(pathlib.Path(tmp) / "model.safetensors"),
+                  metadata={"format": "pt"})
+        model, info = transformers.AutoModelForCausalLM.from_pretrained(
+            tmp, dtype=torch.float32, output_loading_info=True)
+    assert not any(info.get(k) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
+    model.eval()
+    return model
+
+
+def fresh_model(hf_config, state: dict):
+    """A new f32 model holding `state` (no state such as dynamic rope caches carries over)."""
+    model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+    model.load_state_dict(state)
+    model.eval()
+    return model
+
+
+def teacher_forced_logits(hf_config, state: dict, ids: list[int]):
+    """The logits [T, vocab] and, for a mixture of experts, its routes (record_routes)."""
+    model = fresh_model(hf_config, state)
+    with torch.no_grad(), module_outputs.record_routes(model) as routes:
+        logits = model(torch.tensor([ids])).logits[0].float().numpy()
+    return logits, routes
+
+
+def greedy(hf_config, state: dict, prompt: list[int], eos: set[int]):
+    """32 greedy tokens, their top-1 minus top-2 margins, and the raw logits of the first
+    DECODE_ROWS steps (before any logits processor: a cache fault that moves them without
+    flipping a greedy token shows there)."""
+    with torch.no_grad():
+        # An explicit all-ones attention mask: otherwise transformers masks prompt tokens
+        # equal to the pad id.
+        gen = fresh_model(hf_config, state).generate(
+            torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+            max_new_tokens=32, do_sample=False, eos_token_id=sorted(eos) or None,
+            pad_token_id=sorted(eos)[0] if eos else None, output_scores=True,
+            output_logits=True, return_dict_in_generate=True, use_cache=True)
+    tokens = gen.sequences[0, len(prompt):].tolist()
+    margins = []
+    for s in gen.scores:
+        top2 = torch.topk(s[0].float(), 2).values
+        margins.append(float(top2[0] - top2[1]))
+    decode_logits = torch.stack([x[0].float() for x in gen.logits[:DECODE_ROWS]]).numpy()
+    return tokens, margins, decode_logits
+
+
 def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     spec = json.loads(spec_path.read_text())
     name = spec_path.stem
@@ -63,8 +131,16 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     model.eval()
 
     seed = spec["seed"]
-    state = model.state_dict()
+    state = {n: list(t.shape) for n, t in model.state_dict().items()}
     tied = getattr(hf_config, "tie_word_embeddings", False)
+    # transformers 5 holds some weights in another layout than checkpoints publish (the experts
+    # of a mixture as 3-D tensors, where Mixtral's files have one tensor per expert), and
+    # converts them on load and back on save. The weights are then generated under the names
+    # and shapes save_pretrained writes, and loaded through from_pretrained.
+    saved = saved_tensors(model)
+    published_layout = set(saved) != set(state) - ({"lm_head.weight"} if tied else set())
+    if published_layout:
+        state = saved
     # The input embedding by its own name (model.embed_tokens, transformer.wte, ...), and the
     # weights of transformers Conv1D layers, stored [in, out] (GPT-2).
     params = dict(model.named_parameters(remove_duplicate=False))
@@ -73,13 +149,13 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     conv1d = {f"{m}.weight" for m, mod in model.named_modules()
               if isinstance(mod, Conv1D)}
     entries, new_state = [], {}
-    for tname, tensor in state.items():
+    buffers = model.state_dict()
+    for tname, shape in state.items():
         if tied and tname == "lm_head.weight":
             continue
-        shape = list(tensor.shape)
         if not shape:
             # Scalar buffers (XIELUActivation beta, eps) keep the value the model gave them.
-            center, scale = float(tensor), 0.0
+            center, scale = float(buffers[tname]), 0.0
         else:
             # Conv1D weights are rated by their fan-in, shape[0].
             center, scale = weightgen.init_rule(tname, shape[::-1] if tname in conv1d else shape)
@@ -93,9 +169,12 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
                 center, scale = c, sc
         entries.append({"name": tname, "shape": shape, "center": center, "scale": scale})
         new_state[tname] = torch.from_numpy(weightgen.generate(seed, tname, shape, center, scale))
-    missing, unexpected = model.load_state_dict(new_state, strict=False)
-    assert not unexpected, unexpected
-    assert set(missing) <= {"lm_head.weight"} and (tied or not missing), missing
+    if published_layout:
+        model = load_published(config, new_state)
+    else:
+        missing, unexpected = model.load_state_dict(new_state, strict=False)
+        assert not unexpected, unexpected
+        assert set(missing) <= {"lm_head.weight"} and (tied or not missing), missing
     if tied:
         model.tie_weights()
         assert torch.equal(model.lm_head.weight, new_state[embed_name])
@@ -110,7 +189,7 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     prompt = counter_ids(seed + 2, spec.get("prompt_length", 8), vocab, eos)
 
     with torch.no_grad():
-        with module_outputs.record(model) as inside:
+        with module_outputs.record(model) as inside, module_outputs.record_routes(model) as routes:
             res = model(torch.tensor([tf_ids]), output_hidden_states=True)
         logits = res.logits[0].float().numpy()
         states = [h[0] for h in res.hidden_states]
@@ -125,29 +204,26 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         # Each layer's attention and MLP module outputs, before the layer's own output.
         state_names, states = module_outputs.ordered_states(state_names, states, inside)
         hidden = torch.stack(states).float().numpy()
-        # A fresh model for generation, so no state (dynamic rope caches) carries over.
-        gen_model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
-        gen_model.load_state_dict(model.state_dict())
-        gen_model.eval()
-        # An explicit all-ones attention mask: otherwise transformers masks prompt tokens
-        # equal to the pad id.
-        gen = gen_model.generate(
-            torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-            max_new_tokens=32, do_sample=False, eos_token_id=sorted(eos) or None,
-            pad_token_id=sorted(eos)[0] if eos else None, output_scores=True,
-            output_logits=True, return_dict_in_generate=True, use_cache=True)
-    new_tokens = gen.sequences[0, len(prompt):].tolist()
-    margins = []
-    for s in gen.scores:
-        top2 = torch.topk(s[0].float(), 2).values
-        margins.append(float(top2[0] - top2[1]))
+    new_tokens, margins, decode_logits = greedy(hf_config, model.state_dict(), prompt, eos)
     tf_margins = [float(v[0] - v[1]) for v in torch.topk(torch.from_numpy(logits), 2).values]
-
-    # The logits of decode steps, before any logits processor: a cache fault that moves them
-    # without flipping a greedy token shows here.
-    decode_logits = torch.stack([x[0].float() for x in gen.logits[:DECODE_ROWS]]).numpy()
-    save_file({"logits": logits, "hidden_states": hidden, "decode_logits": decode_logits},
-              str(out / "goldens.safetensors"))
+    tensors = {"logits": logits, "hidden_states": hidden, "decode_logits": decode_logits}
+    # The same model with every tensor rounded to bf16 (f16) and computed in f32: what lathe
+    # computes from a bf16 (f16) checkpoint, so those runs are held to f32 tolerances.
+    rounded = {}
+    for tag, dtype in (("bf16", torch.bfloat16), ("f16", torch.float16)):
+        state = {n: t.to(dtype).float() for n, t in model.state_dict().items()}
+        tensors[f"logits_{tag}"], tag_routes = teacher_forced_logits(hf_config, state, tf_ids)
+        if tag_routes:
+            tensors[f"route_ids_{tag}"] = torch.stack([r[1] for r in tag_routes]).numpy()
+            tensors[f"route_weights_{tag}"] = torch.stack([r[2] for r in tag_routes]).numpy()
+        tokens, tag_margins, tensors[f"decode_logits_{tag}"] = greedy(hf_config, state, prompt, eos)
+        rounded[tag] = {"greedy_tokens": tokens, "greedy_margins": tag_margins}
+    if routes:
+        # Each MoE layer's experts for every teacher-forced token, in the router's order, and
+        # their weights: [moe layers, T, k].
+        tensors["route_ids"] = torch.stack([r[1] for r in routes]).numpy()
+        tensors["route_weights"] = torch.stack([r[2] for r in routes]).numpy()
+    save_file(tensors, str(out / "goldens.safetensors"))
     summaries = [{"mean": float(h.mean()), "rms": float(np.sqrt((h.astype(np.float64) ** 2).mean())),
                   "absmax": float(np.abs(h).max())} for h in hidden]
     golden = {
@@ -162,7 +238,10 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         "greedy_margins": margins,
         "hidden_state_names": state_names,
         "hidden_state_summaries": summaries,
+        "rounded_weights": rounded,
     }
+    if routes:
+        golden["route_names"] = [r[0] for r in routes]
     (out / "goldens.json").write_text(json.dumps(golden, indent=1) + "\n")
     return {"name": name, "min_greedy_margin": min(margins), "tokens": len(new_tokens),
             "min_tf_margin": min(tf_margins)}

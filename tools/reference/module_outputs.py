@@ -14,7 +14,7 @@ listed in SKIP: Bloom's attention and MLP modules add the residual themselves.
 import contextlib
 
 ATTENTION = ("self_attn", "attn", "attention", "self_attention")
-MLP = ("mlp",)
+MLP = ("mlp", "block_sparse_moe")
 SKIP = {"BloomForCausalLM"}
 
 
@@ -49,6 +49,35 @@ def record(model):
                 handles.append(child.register_forward_hook(hook))
     try:
         yield outputs
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@contextlib.contextmanager
+def record_routes(model):
+    """Within the block, forward passes append (name, ids [T, k], weights [T, k]) for each
+    layer's mixture of experts: the arguments its experts module is called with (every
+    transformers 5 experts module takes hidden_states, top_k_index, top_k_weights), under
+    lathe's node name `layer.N.route`."""
+    import torch
+
+    routes = []
+    handles = []
+    for i, layer in enumerate(decoder_layers(model)):
+        block = next((getattr(layer, n) for n in MLP if hasattr(layer, n)), None)
+        experts = getattr(block, "experts", None) if block is not None else None
+        if experts is None:
+            continue
+
+        def hook(_module, args, name=f"layer.{i}.route"):
+            ids, weights = args[1], args[2]
+            routes.append((name, ids.detach().reshape(-1, ids.shape[-1]).to(torch.int32).clone(),
+                           weights.detach().reshape(-1, weights.shape[-1]).float().clone()))
+
+        handles.append(experts.register_forward_pre_hook(hook))
+    try:
+        yield routes
     finally:
         for h in handles:
             h.remove()

@@ -43,9 +43,11 @@ EMBEDDINGS = ("embed_tokens.weight", "embed_in.weight", "wte.weight")
 # o_proj / down_proj, GPT-2 attn.c_proj, OPT and GPT-J out_proj, OPT and Phi fc2, GPTNeoX,
 # Bloom and Falcon attention.dense / dense_4h_to_h, Phi self_attn.dense, GPT-J mlp.fc_out.
 # (Starcoder2's mlp.c_proj predates the list and keeps its goldens; GPT-2's is left as it.)
+# Experts: Mixtral's w2 and GraniteMoe's output_linear (Qwen-style experts say down_proj).
 RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight", "attn.c_proj.weight", "out_proj.weight",
                     "fc2.weight", "attention.dense.weight", "self_attn.dense.weight",
-                    "dense_4h_to_h.weight", "mlp.fc_out.weight")
+                    "dense_4h_to_h.weight", "mlp.fc_out.weight", ".w2.weight",
+                    "output_linear.weight")
 
 
 def is_embedding(name: str) -> bool:
