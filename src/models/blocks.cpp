@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/error.h"
+
 namespace lathe::blocks {
 
 Value linear(Builder& g, Value x, const Tensor& w, const Tensor& bias) {
@@ -22,11 +24,13 @@ Value self_attention(Builder& g, Value x, const AttentionWeights& w, const Atten
   Value q = linear(g, x, w.q, w.q_bias);
   Value k = linear(g, x, w.k, w.k_bias);
   Value v = linear(g, x, w.v, w.v_bias);
-  if (s.clip_qkv > 0) {  // OlmoAttention clamps the projections before anything else
+  auto clip = [&] {
     q = g.clamp(q, s.clip_qkv);
     k = g.clamp(k, s.clip_qkv);
     v = g.clamp(v, s.clip_qkv);
-  }
+  };
+  // OlmoAttention clamps the projections before anything else.
+  if (s.clip_qkv > 0 && !s.clip_after_norm) clip();
   auto norm = [&](Value t, const Tensor& weight, const Tensor& bias) {
     return s.qk_norm == QkNorm::LayerPerHead ? layer_norm(g, t, {weight, bias}, s.norm_eps)
                                              : rms_norm(g, t, weight, s.norm_eps, s.norm_offset);
@@ -35,6 +39,11 @@ Value self_attention(Builder& g, Value x, const AttentionWeights& w, const Atten
   if (s.qk_norm == QkNorm::RmsAcrossHeads) {
     q = norm(q, w.q_norm, w.q_norm_bias);
     k = norm(k, w.k_norm, w.k_norm_bias);
+  }
+  if (s.clip_qkv > 0 && s.clip_after_norm) {  // OlmoeAttention: after its flat q/k norms
+    if (s.qk_norm != QkNorm::RmsAcrossHeads && s.qk_norm != QkNorm::None)
+      fail("internal: clip_after_norm with per-head q/k norms");
+    clip();
   }
   q = g.reshape(q, {n, s.heads, s.head_dim});
   k = g.reshape(k, {n, s.kv_heads, s.head_dim});
@@ -63,13 +72,17 @@ Value self_attention(Builder& g, Value x, const AttentionWeights& w, const Atten
   return g.name(out, prefix + "attn_out");
 }
 
-Value gated_mlp(Builder& g, Value x, const GatedMlpWeights& w, graph::Activation act,
-                const std::string& prefix) {
+Value feed_forward(Builder& g, Value x, const GatedMlpWeights& w, graph::Activation act) {
   Value up = linear(g, x, w.up, w.up_bias);
   Value h = w.gate.defined() && w.gate.numel() > 0
                 ? g.act_mul(act, linear(g, x, w.gate, w.gate_bias), up)
                 : g.activation(act, up);
-  return g.name(linear(g, h, w.down, w.down_bias), prefix + "mlp_out");
+  return linear(g, h, w.down, w.down_bias);
+}
+
+Value gated_mlp(Builder& g, Value x, const GatedMlpWeights& w, graph::Activation act,
+                const std::string& prefix) {
+  return g.name(feed_forward(g, x, w, act), prefix + "mlp_out");
 }
 
 std::vector<LayerStateSpec> kv_layer_states(const AttentionSpec& s,

@@ -36,6 +36,8 @@ Value self_attention(Builder& g, Value x, const AttentionWeights& w, const Atten
                      const AttentionInputs& in, const std::string& prefix);
 
 // down(act(gate(x)) * up(x)), or down(act(up(x))) when the weights have no gate.
+Value feed_forward(Builder& g, Value x, const GatedMlpWeights& w, graph::Activation act);
+// The same, named "<prefix>mlp_out" (a layer's MLP module output).
 Value gated_mlp(Builder& g, Value x, const GatedMlpWeights& w, graph::Activation act,
                 const std::string& prefix);
 

@@ -35,7 +35,8 @@ struct AttentionSpec {
   float softcap = 0;      // Gemma2 attn_logit_softcapping (0: none)
   bool rope = true;       // SmolLM3 no_rope_layers: false skips rotary on this layer
   graph::RopeLayout rope_layout = graph::RopeLayout::HalfSplit;  // Ernie4_5: Interleaved
-  float clip_qkv = 0;  // Olmo clip_qkv: q, k and v clamped to [-clip, clip] (0: none)
+  float clip_qkv = 0;            // Olmo clip_qkv: q, k and v clamped to [-clip, clip] (0: none)
+  bool clip_after_norm = false;  // Olmoe: clamps after the q/k norms, Olmo before them
 };
 
 struct AttentionWeights {
@@ -89,8 +90,8 @@ NormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim,
                             NormParams params = {});
 
 struct GatedMlpWeights {
-  Tensor gate, up, down;
-  Tensor gate_bias, up_bias, down_bias;
+  Tensor gate = {}, up = {}, down = {};
+  Tensor gate_bias = {}, up_bias = {}, down_bias = {};
 };
 struct MlpParams {
   bool bias = false;  // gate/up/down biases (Llama mlp_bias)

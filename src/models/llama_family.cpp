@@ -27,8 +27,11 @@ class LlamaFamilyModel : public Decoder {
       l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
       l.attn = load_attention(w, p + "self_attn.", l.spec);
       l.mlp_norm = w.vector(p + "post_attention_layernorm.weight", {h});
-      l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size,
-                             {.bias = cfg_.mlp_bias, .gated = cfg_.mlp_gated});
+      if (cfg_.moe && cfg_.layer_moe.at(i))
+        l.moe = load_moe(w, p + cfg_.moe_module, h, *cfg_.moe, cfg_.moe_names);
+      else
+        l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size,
+                               {.bias = cfg_.mlp_bias, .gated = cfg_.mlp_gated});
       layers_.push_back(std::move(l));
     }
     final_norm_ = w.vector("model.norm.weight", {h});
@@ -52,7 +55,9 @@ class LlamaFamilyModel : public Decoder {
                                p);
     x = add_residual(g, x, a);
     graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
-    return add_residual(g, x, blocks::gated_mlp(g, m, l.mlp, cfg_.mlp_act, p));
+    return add_residual(g, x,
+                        l.moe ? blocks::moe(g, m, *l.moe, *cfg_.moe, p)
+                              : blocks::gated_mlp(g, m, l.mlp, cfg_.mlp_act, p));
   }
 
   graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
@@ -81,6 +86,7 @@ class LlamaFamilyModel : public Decoder {
     Tensor attn_norm, mlp_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
+    std::optional<MoeWeights> moe;  // instead of mlp on the layers that run experts
   };
   LlamaFamilyConfig cfg_;
   Tensor final_norm_;

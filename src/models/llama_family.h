@@ -9,6 +9,7 @@
 
 #include "models/config_fields.h"
 #include "models/layers.h"
+#include "models/moe.h"
 
 namespace lathe {
 
@@ -31,6 +32,14 @@ struct LlamaFamilyConfig {
   float residual_multiplier = 1;  // Granite: residual + branch * residual_multiplier
   float logits_divisor = 1;       // Granite: logits / logits_scaling
   std::vector<bool> layer_rope;   // SmolLM3 no_rope_layers; empty: rotary on every layer
+
+  // Mixtures of experts (Mixtral, Qwen2Moe, Qwen3Moe, Olmoe, GraniteMoe): the layers marked in
+  // layer_moe run the MoE block under moe_module (the others a dense MLP of intermediate_size
+  // under "mlp.").
+  std::optional<MoeSpec> moe;
+  std::vector<bool> layer_moe;
+  std::string moe_module = "mlp.";
+  MoeNames moe_names;
 };
 
 std::unique_ptr<Model> build_llama_family(const Checkpoint& ckpt, const LlamaFamilyConfig& cfg,

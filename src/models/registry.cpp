@@ -35,6 +35,11 @@ std::unique_ptr<Model> load_cohere(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_glm4(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_exaone4(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_apertus(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_mixtral(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_qwen2_moe(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_qwen3_moe(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_olmoe(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_granitemoe(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -94,6 +99,16 @@ const std::vector<ArchitectureEntry>& architectures() {
        "post-norm block, per-head q/k RMSNorm, sliding/full layers with rotary on sliding only"},
       {"ApertusForCausalLM", "apertus", load_apertus,
        "Llama with per-head q/k RMSNorm, ungated xIELU MLP with learned alphas, llama3 rotary"},
+      {"MixtralForCausalLM", "mixtral", load_mixtral,
+       "Mistral with a mixture of experts: softmax router, top-k renormalised (w1/w2/w3)"},
+      {"Qwen2MoeForCausalLM", "qwen2_moe", load_qwen2_moe,
+       "Qwen2 with experts on sparse layers and a sigmoid-gated shared expert"},
+      {"Qwen3MoeForCausalLM", "qwen3_moe", load_qwen3_moe,
+       "Qwen3 with experts on sparse layers (decoder_sparse_step, mlp_only_layers)"},
+      {"OlmoeForCausalLM", "olmoe", load_olmoe,
+       "Llama with q/k RMSNorm across heads, clip_qkv after them, experts on every layer"},
+      {"GraniteMoeForCausalLM", "granitemoe", load_granitemoe,
+       "Granite with experts in 3-D tensors, softmax over the top-k router logits"},
   };
   return table;
 }

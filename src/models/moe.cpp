@@ -1,0 +1,76 @@
+#include "models/moe.h"
+
+#include "core/error.h"
+
+namespace lathe {
+
+MoeWeights load_moe(Weights& w, const std::string& prefix, int64_t hidden, const MoeSpec& s,
+                    const MoeNames& names) {
+  MoeWeights m;
+  m.router = w.matrix(prefix + names.router, {s.experts, hidden});
+  if (!names.gate_up.empty()) {
+    const Tensor gate_up = w.matrix(prefix + names.gate_up, {s.experts, 2 * s.inter, hidden});
+    const Tensor down = w.matrix(prefix + names.down_fused, {s.experts, hidden, s.inter});
+    for (int64_t e = 0; e < s.experts; ++e) {
+      const Tensor gu = gate_up.rows(e, 1).reshape({2 * s.inter, hidden});
+      m.experts.push_back({.gate = matrix_rows(gu, 0, s.inter),
+                           .up = matrix_rows(gu, s.inter, s.inter),
+                           .down = down.rows(e, 1).reshape({hidden, s.inter})});
+    }
+  } else {
+    for (int64_t e = 0; e < s.experts; ++e) {
+      const std::string p = cat(prefix, names.experts, e, ".");
+      m.experts.push_back({.gate = w.matrix(p + names.gate + ".weight", {s.inter, hidden}),
+                           .up = w.matrix(p + names.up + ".weight", {s.inter, hidden}),
+                           .down = w.matrix(p + names.down + ".weight", {hidden, s.inter})});
+    }
+  }
+  if (s.shared_inter > 0)
+    m.shared = load_gated_mlp(w, prefix + names.shared, hidden, s.shared_inter);
+  if (s.shared_gate) m.shared_gate = w.matrix(prefix + names.shared_gate, {1, hidden});
+  return m;
+}
+
+std::vector<bool> read_sparse_layers(const JsonFields& f, int64_t num_layers, int64_t experts) {
+  const int64_t step = f.get_or<int64_t>("decoder_sparse_step", 1);
+  if (step < 1) fail(f.origin(), ": field \"decoder_sparse_step\" is ", step, ", must be >= 1");
+  std::vector<bool> sparse(static_cast<size_t>(num_layers), false);
+  for (int64_t i = 0; i < num_layers; ++i)
+    sparse[static_cast<size_t>(i)] = experts > 0 && (i + 1) % step == 0;
+  if (f.has("mlp_only_layers")) {
+    const Json& only = f.at("mlp_only_layers");
+    if (!only.is_array()) fail(f.origin(), ": field \"mlp_only_layers\" must be a list of layers");
+    for (const Json& l : only) {
+      if (!l.is_number_integer() || l.get<int64_t>() < 0 || l.get<int64_t>() >= num_layers)
+        fail(f.origin(), ": mlp_only_layers holds ", l.dump(), ", not a layer of ", num_layers);
+      sparse[l.get<size_t>()] = false;
+    }
+  }
+  return sparse;
+}
+
+namespace blocks {
+
+Value moe(Builder& g, Value x, const MoeWeights& w, const MoeSpec& s, const std::string& prefix) {
+  Value logits = linear(g, x, w.router);
+  Value route = g.name(g.route(logits, {.routing = s.routing,
+                                        .top_k = s.top_k,
+                                        .norm_topk = s.norm_topk,
+                                        .norm_eps = s.norm_eps,
+                                        .scale = s.scale}),
+                       prefix + "route");
+  std::vector<Builder::Expert> experts;
+  for (const GatedMlpWeights& e : w.experts)
+    experts.push_back({g.weight(e.gate), g.weight(e.up), g.weight(e.down)});
+  Value out = g.experts(x, route, experts, s.act);
+  if (s.shared_inter > 0) {
+    Value shared = feed_forward(g, x, w.shared, s.act);
+    if (s.shared_gate)
+      shared = g.act_mul(graph::Activation::Sigmoid, linear(g, x, w.shared_gate), shared);
+    out = g.add(out, shared);
+  }
+  return g.name(out, prefix + "mlp_out");
+}
+
+}  // namespace blocks
+}  // namespace lathe

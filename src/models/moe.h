@@ -1,0 +1,62 @@
+// Mixture-of-experts feed-forward blocks, as transformers' sparse MoE modules compute them: a
+// router (a linear layer) picks k experts per token (graph Op::Route), each expert is a gated
+// MLP run on its own tokens only (Op::Experts), and some families add a shared expert that
+// every token runs. Expert weights are loaded as the checkpoints publish them: one tensor per
+// expert and projection (Mixtral's w1/w2/w3, Qwen2Moe's gate_proj/up_proj/down_proj), or 3-D
+// tensors with every expert (GraniteMoe's input_linear/output_linear), viewed per expert with
+// no copy, so that weights stay mapped and a step reads only the experts it routes to.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "models/blocks.h"
+#include "models/layers.h"
+
+namespace lathe {
+
+struct MoeSpec {
+  int64_t experts = 0, top_k = 0, inter = 0;  // inter: each expert's intermediate size
+  graph::Routing routing = graph::Routing::SoftmaxTopK;
+  bool norm_topk = false;  // norm_topk_prob: the k weights divided by their sum
+  float norm_eps = 0;
+  float scale = 1;  // routed_scaling_factor
+  graph::Activation act = graph::Activation::Silu;
+  int64_t shared_inter = 0;  // a shared expert's intermediate size (0: none)
+  bool shared_gate = false;  // Qwen2Moe: sigmoid(shared_expert_gate(x)) * shared_expert(x)
+};
+
+// Where a checkpoint keeps a MoE block's tensors, relative to the block's prefix.
+struct MoeNames {
+  std::string router = "gate.weight";
+  // Per-expert tensors: experts + "<e>." + gate / up / down + ".weight".
+  std::string experts = "experts.";
+  std::string gate = "gate_proj", up = "up_proj", down = "down_proj";
+  // Fused 3-D tensors instead (when gate_up is set): gate_up [experts, 2 inter, hidden] (gate
+  // rows first), and down_fused [experts, hidden, inter].
+  std::string gate_up = {}, down_fused = {};
+  std::string shared = "shared_expert.", shared_gate = "shared_expert_gate.weight";
+};
+
+struct MoeWeights {
+  Tensor router;
+  std::vector<GatedMlpWeights> experts;  // gate, up, down of each (no biases)
+  GatedMlpWeights shared;                // when the spec has a shared expert
+  Tensor shared_gate;                    // [1, hidden]
+};
+
+MoeWeights load_moe(Weights& w, const std::string& prefix, int64_t hidden, const MoeSpec& s,
+                    const MoeNames& names = {});
+
+// Reads the layers that run experts as Qwen2MoeConfig and Qwen3MoeConfig say: layer i does
+// unless it is in mlp_only_layers, when num_experts > 0 and (i + 1) % decoder_sparse_step == 0.
+std::vector<bool> read_sparse_layers(const JsonFields& f, int64_t num_layers, int64_t experts);
+
+namespace blocks {
+
+// The MoE block of x [n, hidden]: router logits, route ("<prefix>route", [2, n, k]: weights,
+// then expert ids), experts, plus the (gated) shared expert; named "<prefix>mlp_out".
+Value moe(Builder& g, Value x, const MoeWeights& w, const MoeSpec& s, const std::string& prefix);
+
+}  // namespace blocks
+}  // namespace lathe
