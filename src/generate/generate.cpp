@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 
 #include "core/error.h"
 
@@ -17,6 +18,11 @@ bool is_eos(const GenerateOptions& opts, int32_t id) {
 }
 
 }  // namespace
+
+bool rebuilds_cache(const Model& model, const KVCache& cache) {
+  const int64_t at = model.info().rebuild_cache_at;
+  return at > 0 && cache.length == at;
+}
 
 std::vector<GenerateResult> generate_batch(const GraphModel& model, Context& ctx,
                                            std::span<KVCache* const> caches,
@@ -103,16 +109,39 @@ std::vector<GenerateResult> generate_batch(const GraphModel& model, Context& ctx
     prefill += seconds_since(t0);
     take(logits);
   }
-  // Decode: one token for every running sequence per step.
+  // Empties sequence i's cache and runs its context again, alone, up to the last step's worth
+  // of tokens (more than one step only where sliding rings bound the step); returns where
+  // the rest of the context starts.
+  auto rebuild = [&](size_t i) {
+    caches[i]->clear();
+    const std::vector<int32_t>& c = contexts[i];
+    const size_t chunk = static_cast<size_t>(caches[i]->max_step_tokens());
+    std::vector<int32_t> pos, one_seq;
+    size_t from = 0;
+    for (; c.size() - from > chunk; from += chunk) {
+      pos.resize(chunk);
+      std::iota(pos.begin(), pos.end(), static_cast<int32_t>(from));
+      one_seq.assign(chunk, static_cast<int32_t>(i));
+      const int32_t last = static_cast<int32_t>(chunk - 1);
+      engine.step(std::span(c).subspan(from, chunk), pos, one_seq, {&last, 1}, caches);
+    }
+    return from;
+  };
+  // Decode: one token for every running sequence per step, or its whole context where the
+  // model asks for its cache to be rebuilt.
   for (;;) {
     tokens.clear(), positions.clear(), seq.clear(), rows.clear(), row_seq.clear();
     for (size_t i = 0; i < count; ++i) {
       if (!running[i]) continue;
-      rows.push_back(static_cast<int32_t>(tokens.size()));
+      const size_t from = rebuilds_cache(model, *caches[i]) ? rebuild(i) : contexts[i].size() - 1;
+      for (size_t t = from; t < contexts[i].size(); ++t) {
+        tokens.push_back(contexts[i][t]);
+        positions.push_back(
+            static_cast<int32_t>(caches[i]->length + static_cast<int64_t>(t - from)));
+        seq.push_back(static_cast<int32_t>(i));
+      }
+      rows.push_back(static_cast<int32_t>(tokens.size() - 1));
       row_seq.push_back(i);
-      tokens.push_back(contexts[i].back());
-      positions.push_back(static_cast<int32_t>(caches[i]->length));
-      seq.push_back(static_cast<int32_t>(i));
     }
     if (tokens.empty()) break;
     take(engine.step(tokens, positions, seq, rows, caches));

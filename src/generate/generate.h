@@ -1,4 +1,5 @@
-// The generation loop: prefill the prompt into a static KV cache, then one token at a time.
+// The generation loop: prefill the prompt into a static KV cache, then one token at a time
+// (a model may ask for the whole sequence to be run again once, at ModelInfo::rebuild_cache_at).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,11 @@ struct GenerateResult {
   bool stopped_on_eos = false;
   double prefill_seconds = 0, decode_seconds = 0;
 };
+
+// Whether the next decode step of a sequence whose keys and values `cache` holds must run
+// the whole sequence again from an empty cache rather than append one token: when the cache
+// holds exactly ModelInfo::rebuild_cache_at positions (Phi-3 longrope, as transformers).
+bool rebuilds_cache(const Model& model, const KVCache& cache);
 
 // Generates into `cache` (cleared first). `on_token` is called with each new id as it comes.
 GenerateResult generate(const Model& model, Context& ctx, KVCache& cache,

@@ -30,7 +30,15 @@ Tensor decode_logits(const Model& model, Context& ctx, std::span<const int32_t> 
   std::vector<Tensor> rows;
   rows.push_back(model.forward(ctx, prompt, cache, false));
   if (edit_cache) edit_cache(cache);
-  for (const int32_t id : fed) rows.push_back(model.forward(ctx, {&id, 1}, cache, false));
+  // As generate does: where the model asks for it, the whole sequence is run again.
+  std::vector<int32_t> context(prompt.begin(), prompt.end());
+  for (const int32_t id : fed) {
+    context.push_back(id);
+    const bool rebuild = rebuilds_cache(model, cache);
+    if (rebuild) cache.clear();
+    rows.push_back(rebuild ? model.forward(ctx, context, cache, false)
+                           : model.forward(ctx, {&id, 1}, cache, false));
+  }
   const int64_t vocab = rows.front().dim(-1);
   Tensor out = Tensor::zeros(DType::F32, {static_cast<int64_t>(rows.size()), vocab});
   for (size_t r = 0; r < rows.size(); ++r)

@@ -65,7 +65,9 @@ GoldenCheck check_golden_fixture(const std::filesystem::path& fixture,
                                  const std::function<void(KVCache&)>& edit_cache = {});
 
 // The decode path's logits: `prompt` in one step (its last row), then each of `fed` one token
-// at a time through the KV cache: [1 + fed.size(), vocab]. `edit_cache`, when given, is
+// at a time through the KV cache (or, at the step where the model asks for its cache to be
+// rebuilt, the whole sequence so far from an empty cache, as generate does):
+// [1 + fed.size(), vocab]. `edit_cache`, when given, is
 // called with the cache after the prompt: a seam for tests only (a simulated cache bug,
 // written through KVCache's public fields), never set on a real run.
 Tensor decode_logits(const Model& model, Context& ctx, std::span<const int32_t> prompt,

@@ -38,6 +38,12 @@ struct ModelInfo {
   int64_t head_dim = 0;
   int64_t max_position_embeddings = 0;
   DType weight_dtype = DType::F32;
+  // When a decode step would take a sequence from this many positions to one more, the whole
+  // sequence is run again from an empty cache instead (generate.h: rebuilds_cache). Phi-3
+  // with longrope sets it to original_max_position_embeddings, as transformers'
+  // Phi3ForCausalLM.prepare_inputs_for_generation drops its cache there: the schedule turns
+  // to its long factors, and the cached keys were rotated with the short ones. 0: never.
+  int64_t rebuild_cache_at = 0;
 };
 
 class Model {

@@ -46,6 +46,10 @@ class Phi3Model : public Decoder {
     w.finish(cfg_.architecture);
 
     info_ = decoder_info(cfg_, w.matrix_dtype());
+    // Only longrope depends on the length; with other schedules the rebuild would compute
+    // the same keys again.
+    if (cfg_.rope.kind == RopeKind::LongRope)
+      info_.rebuild_cache_at = cfg_.rope.original_max_position_embeddings;
   }
 
   std::vector<LayerStateSpec> layer_states() const override {

@@ -59,7 +59,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "Llama with rotary skipped on no_rope_layers, optional sliding window"},
       {"Olmo2ForCausalLM", "olmo2", load_olmo2, "post-norm block, q/k RMSNorm across heads"},
       {"Phi3ForCausalLM", "phi3", load_phi3,
-       "Llama with fused qkv_proj and gate_up_proj (split at load), partial rotary, longrope"},
+       "Llama with fused qkv_proj and gate_up_proj (split at load), partial rotary, longrope "
+       "(the cache rebuilt where it turns long)"},
       {"Starcoder2ForCausalLM", "starcoder2", load_starcoder2,
        "LayerNorm with bias, GELU MLP c_fc/c_proj, biases, sliding window"},
       {"Gemma3ForCausalLM", "gemma3_text", load_gemma3,

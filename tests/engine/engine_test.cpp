@@ -70,6 +70,7 @@ const std::vector<std::string> kFixtures = {
     "falcon_alibi_sequential_bias",
     "falcon_new_arch_gqa",
     "phi3_tied_partial_longrope",
+    "phi3_longrope_cross",  // the cache rebuilt where longrope turns long, mid-batch
     "gptj_untied_rotary8",
     "olmo_untied_clip_gqa",
     "cohere_tied_qknorm_gqa",

@@ -10,6 +10,7 @@
 #include "generate/generate.h"
 #include "io/json.h"
 #include "models/registry.h"
+#include "support/run.h"
 #include "support/skip.h"
 
 namespace lathe {
@@ -44,6 +45,27 @@ class SmolLM2 : public ::testing::Test {
   static inline Model* model_ = nullptr;
   Json golden_;
 };
+
+// The goldens were made from one checkpoint (goldens.json records its model.safetensors
+// sha256): a checkpoint built differently (another GGUF, another dequantisation) is not what
+// they describe.
+TEST_F(SmolLM2, CheckpointIsTheOneTheGoldensWereMadeFrom) {
+  const fs::path weights = fs::path(std::getenv("LATHE_SMOLLM2_DIR")) / "model.safetensors";
+  const std::string expected = golden_["checkpoint"]["model_safetensors_sha256"];
+  EXPECT_EQ(testing::sha256_of(weights), expected)
+      << weights << " is not the checkpoint tests/fixtures/smollm2/goldens.json was made from: "
+      << "rebuild it (tools/smollm2/build_checkpoint.py --force) or remake the goldens "
+         "(tools/smollm2/make_goldens.py)";
+}
+
+TEST(Sha256, KnownAnswer) {
+  testing::ScratchDir dir{"sha256"};
+  const fs::path file = dir.path() / "abc";
+  testing::write_file(file, "abc");
+  EXPECT_EQ(testing::sha256_of(file),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(testing::sha256_of(dir.path() / "missing"), "");
+}
 
 TEST_F(SmolLM2, GreedyTokensMatchTransformers) {
   ThreadPool pool(2);

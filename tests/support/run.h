@@ -97,6 +97,13 @@ inline void write_file(const std::filesystem::path& p, const std::string& data) 
   out << data;
 }
 
+// The file's SHA-256 in lowercase hex (coreutils sha256sum), or "" when it cannot be read.
+inline std::string sha256_of(const std::filesystem::path& p) {
+  const RunResult r = run_shell("sha256sum -b '" + p.string() + "' 2>/dev/null");
+  if (r.exit_code != 0 || r.out.size() < 64) return "";
+  return r.out.substr(0, 64);
+}
+
 inline std::string fixture_dir(const std::string& name) {
   return std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/tiny/" + name;
 }
