@@ -4,10 +4,10 @@
 'use strict';
 
 const STATUSES = ['pass', 'fail', 'error', 'timeout', 'oom', 'unsupported', 'untested'];
-const VIEWS = ['selected', 'trending', 'downloads', 'all'];
+const VIEWS = ['all', 'selected', 'trending', 'downloads'];
 const PAGE = 50;
 const DEFAULTS = {
-  tab: 'models', task: 'text-generation', view: 'selected', q: '', lathe: '', tf: 'any',
+  tab: 'models', task: 'text-generation', view: 'all', q: '', lathe: '', tf: 'any',
   status: '', sort: '', order: 'asc', page: '0', model: '', dtype: '', rev: '',
   a: '', atf: 'any', b: '', btf: 'any',
 };
@@ -229,6 +229,34 @@ async function renderRows(gen) {
   $('next').disabled = page + 1 >= pages;
 }
 
+// ---- headline figures ------------------------------------------------------------------
+
+const VIEW_NAMES = { selected: 'Selected', trending: 'Trending', downloads: 'Downloads' };
+
+function figure(label, value, rest) {
+  return el('div', { class: 'figure' }, el('dt', { text: label }),
+    el('dd', {}, el('strong', { text: String(value) }), rest));
+}
+
+// Above the list: what passes in the chosen versions, and how much of each ranking has run.
+async function renderHeadline(gen) {
+  let s;
+  try { s = await api('summary', { task: state.task, lathe: state.lathe, transformers: state.tf }); } catch (e) { return; }
+  if (stale(gen)) return;
+  const dl = clear($('figures'));
+  dl.append(figure('Models', s.by_status.pass, ` of ${s.rows} models pass`),
+    figure('Architectures', s.coverage.passing,
+      ` of ${s.coverage.architectures} architectures have a passing model`));
+  const ranked = el('dd', {});
+  for (const r of s.rankings)
+    ranked.append(el('span', { class: 'ranking', text: `${VIEW_NAMES[r.view] || r.view}: ` +
+      `${r.run} of ${r.models} run, ${r.passed} pass` + (r.snapshot ? ` (${r.snapshot})` : '') }));
+  if (!s.rankings.length) ranked.append('no ranking files (lathe lab catalog refresh writes them)');
+  dl.append(el('div', { class: 'figure' }, el('dt', { text: 'Ranking coverage' }), ranked),
+    el('div', { class: 'figure' }, el('dt', { text: 'Versions' }),
+      el('dd', { text: `lathe ${s.lathe || '-'}, transformers ${s.transformers_versions.join(', ') || '-'}` })));
+}
+
 // ---- a row's detail ---------------------------------------------------------------------
 
 function kv(pairs) {
@@ -431,7 +459,12 @@ async function render() {
   $('models-view').hidden = state.tab !== 'models';
   $('coverage-view').hidden = state.tab !== 'coverage';
   $('diff-view').hidden = state.tab !== 'diff';
-  if (state.tab === 'models') { await renderRows(gen); await renderDetail(gen); }
+  $('headline').hidden = state.tab !== 'models' || Boolean(state.model);
+  if (state.tab === 'models') {
+    if (!state.model) await renderHeadline(gen);
+    await renderRows(gen);
+    await renderDetail(gen);
+  }
   else $('detail').hidden = true;
   if (state.tab === 'coverage') await renderCoverage(gen);
   if (state.tab === 'diff') await renderDiff(gen);

@@ -221,6 +221,46 @@ int status_order(const std::string& s) {
 
 Json versions_json(const Snapshot& snap);
 
+// Transformers versions, newest first, "none" (rows without a reference) last.
+std::vector<std::string> newest_first(const std::set<std::string>& transformers) {
+  std::vector<std::string> tf(transformers.begin(), transformers.end());
+  std::sort(tf.begin(), tf.end(), [](auto& a, auto& b) {
+    if ((a == "none") != (b == "none")) return b == "none";
+    return version_less(b, a);
+  });
+  return tf;
+}
+
+// How much of each of the task's rankings the selected rows cover: the ranked models with a
+// row that ran (any status but untested), and those with a passing row.
+Json ranking_coverage(const Snapshot& snap, const std::string& task,
+                      const std::vector<const LabRow*>& rows) {
+  std::unordered_map<std::string_view, bool> passes;  // model id: a row passes
+  for (const LabRow* r : rows) {
+    if (r->status == "untested") continue;
+    bool& p = passes[r->model_id];
+    p = p || r->status == "pass";
+  }
+  Json out = Json::array();
+  for (const char* view : kRankedViews) {
+    const auto it = snap.rankings.find({task, view});
+    if (it == snap.rankings.end()) continue;
+    int64_t run = 0, passed = 0;
+    for (const auto& e : it->second.models) {
+      const auto p = passes.find(e.id);
+      if (p == passes.end()) continue;
+      ++run;
+      passed += p->second;
+    }
+    out.push_back({{"view", view},
+                   {"snapshot", it->second.snapshot},
+                   {"models", it->second.models.size()},
+                   {"run", run},
+                   {"passed", passed}});
+  }
+  return out;
+}
+
 }  // namespace
 
 Json api_versions(const Snapshot& snap) {
@@ -236,11 +276,7 @@ Json versions_json(const Snapshot& snap) {
     tasks.insert(r.task);
     ++pairs[{r.lathe_version, transformers_label(r)}];
   }
-  std::vector<std::string> tf(transformers.begin(), transformers.end());
-  std::sort(tf.begin(), tf.end(), [](auto& a, auto& b) {
-    if ((a == "none") != (b == "none")) return b == "none";
-    return version_less(b, a);
-  });
+  const std::vector<std::string> tf = newest_first(transformers);
   Json pair_list = Json::array();
   for (const auto& [k, n] : pairs)
     pair_list.push_back({{"lathe", k.first}, {"transformers", k.second}, {"rows", n}});
@@ -403,9 +439,17 @@ Json api_summary(const Snapshot& snap, const ApiParams& p) {
   const Selection sel = read_selection(snap, p);
   const auto report =
       cached_answer(snap, "summary\n" + sel.task + '\n' + sel.lathe + '\n' + sel.transformers, [&] {
+        const auto selected = select_latest(snap, sel);
         std::vector<LabRow> rows;
-        for (const LabRow* r : *select_latest(snap, sel)) rows.push_back(slim(*r));
-        return report_json(rows);
+        std::set<std::string> transformers;
+        for (const LabRow* r : *selected) {
+          rows.push_back(slim(*r));
+          transformers.insert(transformers_label(*r));
+        }
+        Json j = report_json(rows);
+        j["transformers_versions"] = newest_first(transformers);
+        j["rankings"] = ranking_coverage(snap, sel.task, *selected);
+        return j;
       });
   Json j = *report;
   j["task"] = sel.task;

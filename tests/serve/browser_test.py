@@ -1,6 +1,7 @@
-"""The explorer page end to end in headless Chromium (selenium): search, switch view and
-version, open a row, copy its run script, see the diff, reload from the URL; a row whose text
-fields hold HTML and script must render as text. Saves a screenshot to ARTIFACTS/explorer.png.
+"""The explorer page end to end in headless Chromium (selenium): the first page and its
+headline figures, search, filter, switch view and version, open a model's page, copy its run
+script, see coverage and the diff, reload from the URL; a row whose text fields hold HTML and
+script must render as text. Saves screenshots to ARTIFACTS/explorer*.png.
 Exit code 77 (skipped) where Chromium, chromedriver or selenium are missing, unless CI=true.
 Usage: browser_test.py --lathe BIN --make-dataset BIN --artifacts DIR
 """
@@ -501,6 +502,32 @@ def keyboard_flow(p, contrast):
           "back to the row's button")
 
 
+# ---- issue 19, items 14 to 16 -------------------------------------------------------------
+
+def first_page(p, server):
+    """14: a fresh load opens on what was run (not on a ranking none of which has run), with
+    headline figures above it: models and architectures passing, each ranking's coverage, the
+    versions."""
+    d = p.d
+    assert "view" not in p.state(), p.state()
+    line = p.text("rows-line")
+    assert "ranking" not in line, f"the first page follows a ranking: {line}"
+    badges = d.execute_script(
+        "return [...document.querySelectorAll('#rows-body .badge')].map((b) => b.textContent)")
+    assert badges and badges.count("untested") < len(badges) / 2, badges
+    _, s = server.json("/api/summary?lathe=0.1.0")
+    head = p.text("headline")
+    by_view = {r["view"]: r for r in s["rankings"]}
+    want = [f"{s['by_status']['pass']} of {s['rows']} models pass",
+            f"{s['coverage']['passing']} of {s['coverage']['architectures']} architectures",
+            f"Selected: 0 of {fx.SELECTED_UNRUN} run",
+            f"Trending: 3 of 4 run, {by_view['trending']['passed']} pass",
+            "lathe 0.1.0", "transformers " + ", ".join(s["transformers_versions"])]
+    missing = [w for w in want if w not in head]
+    assert not missing, f"headline {head!r} lacks {missing}"
+    print(f"first page: all rows, headline: {' | '.join(head.splitlines())}")
+
+
 def main():
     args = fx.parse_args([(("--artifacts",), {"required": True})])
     os.makedirs(args.artifacts, exist_ok=True)
@@ -512,7 +539,7 @@ def main():
                 assert server.get(name)[2] == f.read(), f"the server does not serve {WEB}/{name}"
         driver = start_browser()
         try:
-            run(Page(driver, server.url), fixture_id, args.artifacts)
+            run(Page(driver, server.url), server, args, data, catalog, fixture_id)
         except Exception:
             driver.save_screenshot(os.path.join(args.artifacts, "explorer-failure.png"))
             raise
@@ -522,13 +549,15 @@ def main():
     print("browser test passed")
 
 
-def run(p, fixture_id, artifacts):
-    d = p.d
+def run(p, server, args, data, catalog, fixture_id):
+    d, artifacts = p.d, args.artifacts
     d.execute_cdp_cmd("Browser.grantPermissions", {
         "origin": p.url.rstrip("/"), "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]})
     d.get(p.url)
     p.settled("the first render")
     assert p.model_ids(), "the default view lists the dataset's rows"
+    first_page(p, server)
+    d.save_screenshot(os.path.join(artifacts, "explorer-first.png"))
     calibrate(p)
     contrast = Contrast()
     contrast.audit(p, "rows")
@@ -562,7 +591,7 @@ def run(p, fixture_id, artifacts):
 
     # The row full of injection strings: opened, every field shown as text, nothing run.
     d.find_element(By.CSS_SELECTOR, '#views button[data-view="all"]').click()
-    p.wait(lambda: p.state().get("view") == "all", "the all-rows view")
+    p.wait(lambda: "view" not in p.state(), "the all-rows view (the default)")
     search = d.find_element(By.ID, "search")
     search.send_keys("evil")
     p.wait(lambda: p.model_ids() == [fx.EVIL_ID], "the injection row, its id shown as text")

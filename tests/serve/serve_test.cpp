@@ -182,6 +182,19 @@ TEST(ServeApi, RowDiffAndSummary) {
   EXPECT_EQ(sum["coverage"]["passing"], 2);
 }
 
+TEST(ServeApi, SummaryCoversTheRankings) {
+  Snapshot s;
+  fill(s);
+  const Json a = api_summary(s, {{"lathe", "0.2.0"}});
+  ASSERT_EQ(a["rankings"].size(), 1u);
+  EXPECT_EQ(a["rankings"][0]["view"], "trending");
+  EXPECT_EQ(a["rankings"][0]["models"], 3);
+  EXPECT_EQ(a["rankings"][0]["run"], 2);     // org/never-run has no row
+  EXPECT_EQ(a["rankings"][0]["passed"], 1);  // org/llama-a fails in 0.2.0
+  EXPECT_EQ(a["transformers_versions"], Json::array({"5.24.0"}));
+  EXPECT_EQ(api_summary(s, {{"lathe", "0.1.0"}})["rankings"][0]["passed"], 2);
+}
+
 TEST(ServeStore, NoticesNewFiles) {
   ScratchDir dir("store");
   DataStore store(dir.path(), dir / "catalog");
