@@ -87,6 +87,12 @@ async function api(name, params) {
 function seconds(x) { return x === undefined || x === null ? '' : x < 10 ? x.toFixed(2) + ' s' : x.toFixed(1) + ' s'; }
 function mib(bytes) { return bytes ? (bytes / 1048576).toFixed(1) + ' MiB' : ''; }
 function rate(x) { return x ? x.toFixed(1) : ''; }
+function params(n) {
+  if (!n) return '';
+  for (const [unit, size] of [['T', 1e12], ['B', 1e9], ['M', 1e6], ['K', 1e3]])
+    if (n >= size) return (n / size).toFixed(n >= 10 * size ? 0 : 1) + unit;
+  return String(n);
+}
 
 function fillSelect(select, options, value) {
   clear(select);
@@ -257,7 +263,10 @@ async function renderHeadline(gen) {
       el('dd', { text: `lathe ${s.lathe || '-'}, transformers ${s.transformers_versions.join(', ') || '-'}` })));
 }
 
-// ---- a row's detail ---------------------------------------------------------------------
+// ---- a model's page ---------------------------------------------------------------------
+// It replaces the list (state.model names it, so it has its own URL): what happened first
+// (status, error, log tail), then the tokens, the measurements, how to reproduce it, the
+// other runs, and the stack last.
 
 function kv(pairs) {
   const dl = el('dl', { class: 'kv' });
@@ -265,8 +274,17 @@ function kv(pairs) {
   return dl;
 }
 
+function block(title, ...children) {
+  return el('div', { class: 'block' }, el('h3', { text: title }), ...children);
+}
+
+function textBlock(title, text, cls) {
+  return block(title, el('pre', { class: 'code ' + cls, text: text }));
+}
+
 function tokenLine(label, tokens, mismatch) {
   const line = el('div', { class: 'tokens' }, el('span', { class: 'tokens-label', text: label }));
+  if (!tokens.length) line.append(el('span', { class: 'muted', text: 'none' }));
   tokens.forEach((t, i) => {
     const cls = i === mismatch ? 'tok mismatch' : 'tok';
     const span = el('span', { class: cls, text: String(t) });
@@ -276,9 +294,89 @@ function tokenLine(label, tokens, mismatch) {
   return line;
 }
 
+// The dataset keeps token ids, not their text (docs/dataset.md): the page shows the ids and
+// says so.
+function tokenBlock(r) {
+  const mismatch = r.first_mismatch ?? -1;
+  return block('Tokens' + (mismatch >= 0 ? ` (first mismatch at position ${mismatch})` : ''),
+    el('p', { class: 'muted', text: 'The dataset holds token ids only, not their text: shown as ids.' }),
+    tokenLine('prompt', r.prompt_ids || [], -1), tokenLine('reference', r.reference_tokens || [], mismatch),
+    tokenLine('lathe', r.generated_tokens || [], mismatch));
+}
+
+// The model's page on the Hugging Face Hub, for Hub ids of plain characters (ORG/NAME); null
+// for tiny fixtures and local checkpoints.
+function hubUrl(r) {
+  if (r.source !== 'hub' || !/^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/.test(r.model_id)) return null;
+  return 'https://huggingface.co/' + r.model_id.split('/').map(encodeURIComponent).join('/');
+}
+
+// The row's own version columns, then the stack's other components (it repeats lathe and
+// transformers), each once.
+function stackBlock(r) {
+  const rows = [['lathe', r.lathe_version + (r.lathe_commit ? ' (' + r.lathe_commit + ')' : '')],
+    ['transformers', r.transformers_version || 'none'], ['torch', r.torch_version || 'none']];
+  const seen = new Set(rows.map(([k]) => k));
+  for (const [k, v] of Object.entries(r.stack || {})) if (!seen.has(k)) { seen.add(k); rows.push([k, v]); }
+  const table = el('table', { class: 'stack' }, el('caption', { class: 'visually-hidden', text: 'Stack' }));
+  for (const [k, v] of rows) table.append(el('tr', {}, el('th', { scope: 'row', text: k }), el('td', { text: v })));
+  const extra = r.extra_packages || [];
+  return block('Stack', table, el('p', {}, 'Extra packages: ', extra.length ? extra.join(', ') : 'none'));
+}
+
+function historyTable(history) {
+  const t = el('table', { class: 'history' }, el('caption', { text: 'Other runs of this model' }),
+    el('thead', {}, el('tr', {}, ...['lathe', 'transformers', 'dtype', 'Status'].map((h) =>
+      el('th', { scope: 'col', text: h })),
+    el('th', { scope: 'col' }, el('span', { class: 'visually-hidden', text: 'Open' })))));
+  const tbody = el('tbody');
+  for (const h of history) {
+    const run = `lathe ${h.lathe_version}, transformers ${h.transformers_version}, ${h.dtype}`;
+    tbody.append(el('tr', {}, el('td', { text: h.lathe_version }),
+      el('td', { text: h.transformers_version }), el('td', { text: h.dtype }),
+      el('td', {}, badge(h.status)), el('td', {}, el('button', { type: 'button',
+        'aria-label': 'Show the run of ' + run,
+        onclick: () => writeState({ lathe: h.lathe_version, tf: h.transformers_version, dtype: h.dtype }) }, 'Show'))));
+  }
+  t.append(tbody);
+  return t;
+}
+
+function modelPage(body, r, history) {
+  const hub = hubUrl(r);
+  body.append(el('p', { class: 'muted' },
+    `${r.task}, revision ${r.revision}, ${r.dtype} on ${r.device_kind}; lathe ${r.lathe_version}, ` +
+    `transformers ${r.transformers_version || 'none'}`,
+    hub ? ' · ' : null,
+    hub ? el('a', { class: 'hub', href: hub, rel: 'noopener noreferrer' }, 'its page on the Hugging Face Hub') : null));
+  body.append(kv([
+    ['Status', el('span', {}, badge(r.status), ' stage ' + r.stage)],
+    ['Error', r.error_type], ['Judge', r.judge_verdict],
+  ]));
+  if (r.error_message) body.append(textBlock('Error message', r.error_message, 'error'));
+  if (r.log_tail) body.append(textBlock('Log tail', r.log_tail, 'log'));
+  body.append(tokenBlock(r));
+  body.append(block('Measurements', kv([
+    ['Architecture', r.architecture], ['Parameters', params(r.parameters)],
+    ['Cores', String(r.cores)], ['Total time', seconds(r.total_seconds) + ' (compile ' + seconds(r.compile_seconds) + ')'],
+    ['Peak memory', mib(r.peak_memory_bytes)], ['Tokens/s', rate(r.tokens_per_second)],
+    ['First diverging layer', r.first_diverging_layer ?? 'none'],
+    ['Logits NMSE', r.logits_nmse === null ? '' : String(r.logits_nmse)],
+    ['Top-1 agreement', r.top1_agreement === null ? '' : String(r.top1_agreement)],
+    ['Finished', r.finished_at], ['Host', r.host],
+  ])));
+  // Only what the row holds: a box without text has no Copy button.
+  if (r.run_script) body.append(copyBlock('Run script', r.run_script));
+  else body.append(el('p', { class: 'muted', text: 'This row has no run script.' }));
+  if (r.compile_cache_fetch) body.append(copyBlock('Compile-cache fetch', r.compile_cache_fetch));
+  if (r.reference_script) body.append(copyBlock('Reference script', r.reference_script));
+  if (history.length > 1) body.append(historyTable(history));
+  body.append(stackBlock(r));
+}
+
 let shownModel = '';
 
-// The detail closes (Escape, its Close button): if focus was in it, or lost with a re-render,
+// The page closes (Escape, its Back button): if focus was in it, or lost with a re-render,
 // it goes back to the row's button that opened it, else to the results.
 function closeDetail(panel) {
   const active = document.activeElement;
@@ -294,7 +392,10 @@ function closeDetail(panel) {
 
 function showHeading(heading, model) {
   heading.textContent = model;
-  if (shownModel !== model) heading.focus();  // keyboard users land on what they opened
+  if (shownModel !== model) {  // a new page: at its top, keyboard users on its heading
+    window.scrollTo(0, 0);
+    heading.focus({ preventScroll: true });
+  }
   shownModel = model;
 }
 
@@ -312,7 +413,7 @@ async function renderDetail(gen) {
   let data;
   try {
     data = await api('row', { model: state.model, task: state.task, dtype: state.dtype,
-      revision: state.rev, lathe: state.lathe, transformers: state.tf });
+      revision: state.rev, lathe: state.lathe || versions.lathe[0] || '', transformers: state.tf });
   } catch (e) {
     if (stale(gen)) return;
     showHeading(heading, model);
@@ -322,53 +423,7 @@ async function renderDetail(gen) {
   }
   if (stale(gen)) return;
   showHeading(heading, model);
-  const body = clear($('detail-body'));
-  const r = data.row;
-  body.append(kv([
-    ['Status', el('span', {}, badge(r.status), ' stage ' + r.stage)],
-    ['Architecture', r.architecture], ['Revision', r.revision], ['dtype', r.dtype],
-    ['Error', r.error_type], ['Judge', r.judge_verdict],
-    ['Cores', String(r.cores)], ['Total time', seconds(r.total_seconds) + ' (compile ' + seconds(r.compile_seconds) + ')'],
-    ['Peak memory', mib(r.peak_memory_bytes)], ['Tokens/s', rate(r.tokens_per_second)],
-    ['First diverging layer', r.first_diverging_layer ?? 'none'],
-    ['Logits NMSE', r.logits_nmse === null ? '' : String(r.logits_nmse)],
-    ['Top-1 agreement', r.top1_agreement === null ? '' : String(r.top1_agreement)],
-    ['Finished', r.finished_at], ['Host', r.host],
-  ]));
-  const stack = el('table', { class: 'stack' }, el('caption', { text: 'Stack' }));
-  const versionsOf = [['lathe', r.lathe_version + ' (' + r.lathe_commit + ')'],
-    ['transformers', r.transformers_version || 'none'], ['torch', r.torch_version || 'none'],
-    ...Object.entries(r.stack || {})];
-  for (const [k, v] of versionsOf) stack.append(el('tr', {}, el('th', { scope: 'row', text: k }), el('td', { text: v })));
-  body.append(stack);
-  body.append(el('p', {}, 'Extra packages: ', (r.extra_packages || []).length ? r.extra_packages.join(', ') : 'none'));
-  body.append(copyBlock('Run script', r.run_script || ''));
-  if (r.compile_cache_fetch) body.append(copyBlock('Compile-cache fetch', r.compile_cache_fetch));
-  if (r.reference_script) body.append(copyBlock('Reference script', r.reference_script));
-  if (r.error_message) body.append(el('div', { class: 'block' }, el('h3', { text: 'Error message' }), el('pre', { class: 'code error', text: r.error_message })));
-  if (r.log_tail) body.append(el('div', { class: 'block' }, el('h3', { text: 'Log tail' }), el('pre', { class: 'code log', text: r.log_tail })));
-  const mismatch = r.first_mismatch ?? -1;
-  body.append(el('div', { class: 'block' },
-    el('h3', { text: 'Tokens' + (mismatch >= 0 ? ` (first mismatch at position ${mismatch})` : '') }),
-    tokenLine('prompt', r.prompt_ids || [], -1), tokenLine('reference', r.reference_tokens || [], mismatch),
-    tokenLine('lathe', r.generated_tokens || [], mismatch)));
-  if (data.history.length > 1) {
-    const t = el('table', { class: 'history' }, el('caption', { text: 'Other runs of this model' }),
-      el('thead', {}, el('tr', {}, ...['lathe', 'transformers', 'dtype', 'Status'].map((h) =>
-        el('th', { scope: 'col', text: h })),
-      el('th', { scope: 'col' }, el('span', { class: 'visually-hidden', text: 'Open' })))));
-    const tbody = el('tbody');
-    for (const h of data.history) {
-      const run = `lathe ${h.lathe_version}, transformers ${h.transformers_version}, ${h.dtype}`;
-      tbody.append(el('tr', {}, el('td', { text: h.lathe_version }),
-        el('td', { text: h.transformers_version }), el('td', { text: h.dtype }),
-        el('td', {}, badge(h.status)), el('td', {}, el('button', { type: 'button',
-          'aria-label': 'Show the run of ' + run,
-          onclick: () => writeState({ lathe: h.lathe_version, tf: h.transformers_version, dtype: h.dtype }) }, 'Show'))));
-    }
-    t.append(tbody);
-    body.append(t);
-  }
+  modelPage(clear($('detail-body')), data.row, data.history);
 }
 
 // ---- coverage ---------------------------------------------------------------------------
@@ -456,7 +511,7 @@ async function render() {
   try { await loadVersions(); } catch (e) { if (!stale(gen)) $('dataset-line').textContent = 'Cannot reach the server: ' + e.message; return; }
   if (stale(gen)) return;
   renderControls();
-  $('models-view').hidden = state.tab !== 'models';
+  $('models-view').hidden = state.tab !== 'models' || Boolean(state.model);
   $('coverage-view').hidden = state.tab !== 'coverage';
   $('diff-view').hidden = state.tab !== 'diff';
   $('headline').hidden = state.tab !== 'models' || Boolean(state.model);
@@ -478,8 +533,9 @@ function init() {
   $('task').addEventListener('change', (e) => writeState({ task: e.target.value, page: '0', model: '' }));
   $('lathe').addEventListener('change', (e) => writeState({ lathe: e.target.value, page: '0' }));
   $('transformers').addEventListener('change', (e) => writeState({ tf: e.target.value, page: '0' }));
-  $('status-filter').addEventListener('change', (e) => writeState({ status: e.target.value, page: '0' }));
-  $('search').addEventListener('input', (e) => writeState({ q: e.target.value, page: '0' }, true));
+  // Choosing rows goes back from a model's page to the list.
+  $('status-filter').addEventListener('change', (e) => writeState({ status: e.target.value, page: '0', model: '' }));
+  $('search').addEventListener('input', (e) => writeState({ q: e.target.value, page: '0', model: '' }, true));
   $('controls').addEventListener('submit', (e) => e.preventDefault());
   $('prev').addEventListener('click', () => writeState({ page: String(Math.max(0, (parseInt(state.page, 10) || 0) - 1)) }));
   $('next').addEventListener('click', () => writeState({ page: String((parseInt(state.page, 10) || 0) + 1) }));

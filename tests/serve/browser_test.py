@@ -504,6 +504,17 @@ def keyboard_flow(p, contrast):
 
 # ---- issue 19, items 14 to 16 -------------------------------------------------------------
 
+def full_screenshot(d, path):
+    """The whole page, not only the window's height."""
+    size = d.get_window_size()
+    height = d.execute_script("return document.documentElement.scrollHeight")
+    d.set_window_size(size["width"], max(size["height"], height + 150))
+    try:
+        d.save_screenshot(path)
+    finally:
+        d.set_window_size(size["width"], size["height"])
+
+
 def first_page(p, server):
     """14: a fresh load opens on what was run (not on a ranking none of which has run), with
     headline figures above it: models and architectures passing, each ranking's coverage, the
@@ -526,6 +537,72 @@ def first_page(p, server):
     missing = [w for w in want if w not in head]
     assert not missing, f"headline {head!r} lacks {missing}"
     print(f"first page: all rows, headline: {' | '.join(head.splitlines())}")
+
+
+def model_page(p, fixture_id, artifacts):
+    """15: a model's page has its own URL and replaces the list at the top of the page; status,
+    error and log tail first, then the tokens (ids, said to be ids), the run script and
+    compile-cache command only where the row has them, the stack last without duplicates; a
+    link to the Hub page for Hub models only."""
+    d = p.d
+    d.get(p.url + "#")
+    p.settled("the first page again")
+    first = p.model_ids()[0]
+    assert len(p.model_ids()) == 50, len(p.model_ids())
+    d.find_element(By.CSS_SELECTOR, "#rows-body button.model-link").click()
+    p.wait(lambda: p.text("detail-heading") == first, "the first row's page")
+    p.quiet("the model page")
+    assert p.state().get("model") == first, p.state()
+    assert not d.find_element(By.ID, "models-view").is_displayed(), "the list stays beside it"
+    top = d.execute_script("return [window.scrollY, "
+                           "document.getElementById('detail-heading').getBoundingClientRect().top,"
+                           " window.innerHeight]")
+    assert top[0] == 0 and 0 <= top[1] < top[2] / 3, f"the page opens out of view: {top}"
+    d.find_element(By.ID, "close-detail").click()
+    p.wait(lambda: d.find_element(By.ID, "models-view").is_displayed(), "back to the list")
+    assert "model" not in p.state()
+
+    # A local checkpoint's error: no run script, no Hub page.
+    d.get(p.url + "#" + urllib.parse.urlencode({"q": "broken", "model": fx.LOCAL_ERROR_ID}))
+    p.wait(lambda: p.text("detail-heading") == fx.LOCAL_ERROR_ID and "Stack" in
+           p.text("detail-body"), "the local error's page")
+    p.quiet("the local error's page")
+    heads = d.execute_script(
+        "return [...document.querySelectorAll('#detail-body h3')].map((h) => h.textContent)")
+    order = [h.split(" (")[0] for h in heads]
+    for a, b in (("Error message", "Log tail"), ("Log tail", "Tokens"), ("Tokens", "Stack")):
+        assert a in order and b in order and order.index(a) < order.index(b), order
+    assert order[-1] == "Stack", f"the stack is not last: {order}"
+    assert "Run script" not in order and "Compile-cache fetch" not in order, order
+    assert "no run script" in p.text("detail-body")
+    first_key = d.execute_script("return document.querySelector('#detail-body dl dt').textContent")
+    assert first_key == "Status", first_key
+    empty = d.execute_script(
+        "return [...document.querySelectorAll('#detail button.copy')]"
+        ".filter((b) => !b.closest('.block').querySelector('pre').textContent.trim()).length")
+    assert empty == 0, f"{empty} copy buttons over empty boxes"
+    keys = d.execute_script(
+        "return [...document.querySelectorAll('#detail table.stack th')].map((t) => t.textContent)")
+    assert keys and len(keys) == len(set(keys)), f"the stack repeats itself: {keys}"
+    assert not d.find_elements(By.CSS_SELECTOR, "#detail a.hub"), "a local model has no Hub page"
+    assert "token ids only" in p.text("detail-body")
+    full_screenshot(d, os.path.join(artifacts, "explorer-model.png"))
+
+    # A Hub model: its Hub page, its tokens as ids, said so.
+    d.get(p.url + "#" + urllib.parse.urlencode({"model": "org1/model-1"}))
+    p.wait(lambda: p.text("detail-heading") == "org1/model-1" and "Stack" in
+           p.text("detail-body"), "a Hub model's page")
+    hub = d.find_elements(By.CSS_SELECTOR, "#detail a.hub")
+    assert [a.get_attribute("href") for a in hub] == ["https://huggingface.co/org1/model-1"], hub
+    assert "token ids only" in p.text("detail-body")
+    assert "Run script" in p.text("detail-body")
+
+    # A tiny fixture from the sweep: no Hub page.
+    d.get(p.url + "#" + urllib.parse.urlencode({"model": fixture_id}))
+    p.wait(lambda: p.text("detail-heading") == fixture_id and "Stack" in
+           p.text("detail-body"), "the fixture's page")
+    assert not d.find_elements(By.CSS_SELECTOR, "#detail a.hub"), "a tiny fixture has no Hub page"
+    print("model page: at the top, error first, stack last and unique, Hub link for Hub ids")
 
 
 def main():
@@ -606,6 +683,7 @@ def run(p, server, args, data, catalog, fixture_id):
     assert not d.find_elements(By.CSS_SELECTOR, "img, #detail script, #rows script")
     mismatch = d.find_elements(By.CSS_SELECTOR, "#detail-body .tok.mismatch")
     assert len(mismatch) == 2, "the first mismatch is highlighted in both token lines"
+    assert not d.find_elements(By.CSS_SELECTOR, "#detail a.hub"), "a Hub link from a hostile id"
 
     # Copy the run script; the clipboard holds it exactly.
     d.find_element(By.CSS_SELECTOR, 'button[aria-label="Copy Run script"]').click()
@@ -630,6 +708,9 @@ def run(p, server, args, data, catalog, fixture_id):
     semantics(p, "detail of a swept row")
     d.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
     p.wait(lambda: not d.find_element(By.ID, "detail").is_displayed(), "Escape closing the detail")
+    model_page(p, fixture_id, artifacts)
+    contrast.audit(p, "page of a tiny fixture")
+    semantics(p, "page of a tiny fixture")
 
     # Coverage chart, then the diff between the two versions.
     d.find_element(By.ID, "tab-coverage").click()

@@ -181,6 +181,9 @@ LabRow local_error_row(const std::string& lathe_version) {
   r.status = "error";
   r.stage = "load";
   r.error_type = "load_error";
+  r.judge_verdict.clear();
+  r.logits_nmse.reset();
+  r.top1_agreement.reset();
   r.error_message = "model.safetensors: truncated (header says 4096 bytes, the file has 1000)";
   r.log_tail.clear();
   for (int i = 0; i < 12; ++i) r.log_tail += "loading layer " + std::to_string(i) + "\n";
