@@ -6,9 +6,12 @@
 const STATUSES = ['pass', 'fail', 'error', 'timeout', 'oom', 'unsupported', 'untested'];
 const VIEWS = ['all', 'selected', 'trending', 'downloads'];
 const PAGE = 50;
+// Parameter-count ranges of the size filter: "MIN-MAX", MAX not included, either end open.
+const SIZES = [['', 'any size'], ['0-1e8', 'under 100M'], ['1e8-1e9', '100M to 1B'],
+  ['1e9-1e10', '1B to 10B'], ['1e10-1e11', '10B to 100B'], ['1e11-', '100B and more']];
 const DEFAULTS = {
   tab: 'models', task: 'text-generation', view: 'all', q: '', lathe: '', tf: 'any',
-  status: '', sort: '', order: 'asc', page: '0', model: '', dtype: '', rev: '',
+  status: '', arch: '', size: '', sort: '', order: 'asc', page: '0', model: '', dtype: '', rev: '',
   a: '', atf: 'any', b: '', btf: 'any',
 };
 
@@ -150,13 +153,15 @@ function renderControls() {
   fillSelect($('lathe'), versions.lathe.length ? versions.lathe : [['', '(no rows)']], lathe);
   fillSelect($('transformers'), [['any', 'any (latest row)'], ...versions.transformers], state.tf);
   fillSelect($('status-filter'), [['', 'any status'], ...STATUSES], state.status);
+  fillSelect($('size'), SIZES, state.size);
+  fillArchitectures();
   if ($('search') !== document.activeElement) $('search').value = state.q;
   for (const b of document.querySelectorAll('#views button'))
     b.setAttribute('aria-pressed', String(b.dataset.view === state.view));
   for (const b of document.querySelectorAll('nav .tab'))
     b.setAttribute('aria-pressed', String(b.dataset.tab === state.tab));
   $('views').disabled = state.tab !== 'models';
-  $('status-filter').disabled = state.tab !== 'models';
+  for (const id of ['status-filter', 'arch', 'size']) $(id).disabled = state.tab !== 'models';
   $('search').disabled = state.tab === 'diff';
   // The diff has its own two version pairs.
   $('lathe').disabled = state.tab === 'diff';
@@ -167,7 +172,7 @@ function renderControls() {
 
 const COLUMNS = [
   ['rank', 'Rank', 'rank'], ['model', 'Model', 'model'], ['arch', 'Architecture', 'architecture'],
-  ['dtype', 'dtype', null], ['status', 'Status', 'status'], ['cores', 'Cores', 'cores'],
+  ['params', 'Parameters', 'params'], ['dtype', 'dtype', null], ['status', 'Status', 'status'], ['cores', 'Cores', 'cores'],
   ['time', 'Total time (incl. compile)', 'time'], ['memory', 'Peak memory', 'memory'],
   ['speed', 'Tokens/s', 'speed'],
 ];
@@ -195,10 +200,12 @@ let lastItems = [];
 
 async function renderRows(gen) {
   const page = Math.max(0, parseInt(state.page, 10) || 0);
+  const [minParams, maxParams] = (state.size || '-').split('-').map((x) => (x ? String(Number(x)) : ''));
   let data;
   try {
     data = await api('rows', { task: state.task, view: state.view, q: state.q,
-      lathe: state.lathe, transformers: state.tf, status: state.status, sort: state.sort,
+      lathe: state.lathe, transformers: state.tf, status: state.status, arch: state.arch,
+      min_params: minParams, max_params: maxParams, sort: state.sort,
       order: state.order, offset: page * PAGE, limit: PAGE });
   } catch (e) {
     if (!stale(gen)) $('rows-line').textContent = 'Could not load rows: ' + e.message;
@@ -216,6 +223,7 @@ async function renderRows(gen) {
     const tr = el('tr', { class: item.model_id === state.model ? 'selected' : '' });
     if (ranked) tr.append(el('td', { class: 'num', text: String(item.rank ?? '') }));
     tr.append(el('td', {}, open), el('td', { text: item.architecture || '' }),
+      el('td', { class: 'num', text: item.tested ? params(item.parameters) : '' }),
       el('td', { text: item.dtype || '' }), el('td', {}, badge(item.status)),
       el('td', { class: 'num', text: item.tested ? String(item.cores) : '' }),
       el('td', { class: 'num', text: item.tested ? seconds(item.total_seconds) : '' }),
@@ -224,11 +232,15 @@ async function renderRows(gen) {
     body.append(tr);
   }
   if (!data.items.length)
-    body.append(el('tr', {}, el('td', { colspan: '9', class: 'muted', text: 'No models match.' })));
+    body.append(el('tr', {}, el('td', { colspan: String(COLUMNS.length), class: 'muted',
+      text: data.ranking_missing ? 'Nothing to list without the ranking file.' : 'No models match.' })));
   const counts = STATUSES.filter((s) => data.counts[s]).map((s) => `${data.counts[s]} ${s}`).join(', ');
   const source = ranked ? `ranking of ${data.ranking.snapshot || 'unknown date'}` : 'all rows of the dataset';
-  $('rows-line').textContent = `${data.total} models (${source}; lathe ${data.lathe || '-'}, ` +
-    `transformers ${data.transformers})` + (counts ? ': ' + counts : '');
+  $('rows-line').textContent = data.ranking_missing
+    ? `No ${data.view} ranking for ${data.task}: the catalog folder has no ` +
+      `${data.task}-${data.view}.json (lathe lab catalog refresh writes it). All rows lists what was run.`
+    : `${data.total} models (${source}; lathe ${data.lathe || '-'}, ` +
+      `transformers ${data.transformers})` + (counts ? ': ' + counts : '');
   const pages = Math.max(1, Math.ceil(data.total / PAGE));
   $('page-line').textContent = `page ${page + 1} of ${pages}`;
   $('prev').disabled = page === 0;
@@ -244,11 +256,17 @@ function figure(label, value, rest) {
     el('dd', {}, el('strong', { text: String(value) }), rest));
 }
 
+// The architecture filter lists the selection's architectures (and the URL's, if another).
+let knownArchs = [];
+
+function fillArchitectures() {
+  const archs = [...knownArchs];
+  if (state.arch && !archs.includes(state.arch)) archs.push(state.arch);
+  fillSelect($('arch'), [['', 'any architecture'], ...archs], state.arch);
+}
+
 // Above the list: what passes in the chosen versions, and how much of each ranking has run.
-async function renderHeadline(gen) {
-  let s;
-  try { s = await api('summary', { task: state.task, lathe: state.lathe, transformers: state.tf }); } catch (e) { return; }
-  if (stale(gen)) return;
+function renderHeadline(s) {
   const dl = clear($('figures'));
   dl.append(figure('Models', s.by_status.pass, ` of ${s.rows} models pass`),
     figure('Architectures', s.coverage.passing,
@@ -439,7 +457,7 @@ async function renderCoverage(gen) {
   const legend = clear($('coverage-legend'));
   for (const st of STATUSES) legend.append(badge(st));
   const chart = clear($('coverage-chart'));
-  const max = Math.max(1, ...archs.map((a) => a.models));
+  // Each bar is one architecture's models, 100%, split by status.
   for (const a of archs) {
     const bar = el('div', { class: 'bar', role: 'img' });
     const parts = [];
@@ -447,14 +465,15 @@ async function renderCoverage(gen) {
       const n = a.by_status[st] || 0;
       if (!n) continue;
       const seg = el('span', { class: 'seg badge-' + st, title: `${st}: ${n}` });
-      seg.style.width = (100 * n / max) + '%';
+      seg.style.width = (100 * n / a.models) + '%';
       bar.append(seg);
       parts.push(`${n} ${st}`);
     }
-    bar.setAttribute('aria-label', parts.join(', '));
+    const pass = Math.round(100 * (a.by_status.pass || 0) / a.models);
+    bar.setAttribute('aria-label', `${pass}% pass: ` + parts.join(', '));
     chart.append(el('div', { class: 'bar-row' },
       el('span', { class: 'bar-label', text: a.architecture }), bar,
-      el('span', { class: 'bar-count', text: parts.join(', ') })));
+      el('span', { class: 'bar-count', text: `${pass}% pass (${parts.join(', ')})` })));
   }
 }
 
@@ -487,6 +506,16 @@ async function renderDiff(gen) {
   fillSelect($('diff-b-lathe'), lv, b);
   fillSelect($('diff-a-tf'), tv, state.atf);
   fillSelect($('diff-b-tf'), tv, state.btf);
+  if (a === b && state.atf === state.btf) {
+    const tfs = versions.transformers.filter((t) => t !== 'none');
+    const hint = lv.length > 1 ? 'Pick two different versions.'
+      : tfs.length > 1 ? 'Pick two transformers versions, or add the results of another lathe version.'
+        : 'Add the results of another lathe or transformers version.';
+    $('diff-line').textContent = (lv.length < 2 ? `The data holds one lathe version (${a || 'none'}): ` : '') +
+      `A and B are the same versions (lathe ${a || '-'}, transformers ${state.atf}): nothing to compare. ` + hint;
+    clear($('diff-body'));
+    return;
+  }
   let d;
   try {
     d = await api('diff', { task: state.task, a_lathe: a, a_transformers: state.atf,
@@ -516,7 +545,14 @@ async function render() {
   $('diff-view').hidden = state.tab !== 'diff';
   $('headline').hidden = state.tab !== 'models' || Boolean(state.model);
   if (state.tab === 'models') {
-    if (!state.model) await renderHeadline(gen);
+    let s = null;
+    try { s = await api('summary', { task: state.task, lathe: state.lathe, transformers: state.tf }); } catch (e) { /* the rows say why */ }
+    if (stale(gen)) return;
+    if (s) {
+      knownArchs = s.architectures.map((a) => a.architecture);
+      fillArchitectures();
+      if (!state.model) renderHeadline(s);
+    }
     await renderRows(gen);
     await renderDetail(gen);
   }
@@ -535,6 +571,8 @@ function init() {
   $('transformers').addEventListener('change', (e) => writeState({ tf: e.target.value, page: '0' }));
   // Choosing rows goes back from a model's page to the list.
   $('status-filter').addEventListener('change', (e) => writeState({ status: e.target.value, page: '0', model: '' }));
+  $('arch').addEventListener('change', (e) => writeState({ arch: e.target.value, page: '0', model: '' }));
+  $('size').addEventListener('change', (e) => writeState({ size: e.target.value, page: '0', model: '' }));
   $('search').addEventListener('input', (e) => writeState({ q: e.target.value, page: '0', model: '' }, true));
   $('controls').addEventListener('submit', (e) => e.preventDefault());
   $('prev').addEventListener('click', () => writeState({ page: String(Math.max(0, (parseInt(state.page, 10) || 0) - 1)) }));

@@ -457,7 +457,7 @@ def keyboard_flow(p, contrast):
     p.quiet("the search's last render")
     first = p.model_ids()[0]
     path = []
-    for _ in range(20):
+    for _ in range(30):
         press(d, Keys.TAB)
         f = focused(d)
         path.append(f and f["what"])
@@ -605,13 +605,80 @@ def model_page(p, fixture_id, artifacts):
     print("model page: at the top, error first, stack last and unique, Hub link for Hub ids")
 
 
+def filters_and_views(p, server):
+    """16: architecture and parameter-count filters; a ranked view without its ranking file
+    says so."""
+    d = p.d
+    d.get(p.url + "#")
+    p.settled("the first page again")
+    Select(d.find_element(By.ID, "arch")).select_by_value("LlamaForCausalLM")
+    p.wait(lambda: p.state().get("arch") == "LlamaForCausalLM", "the architecture filter")
+    p.quiet("the architecture filter")
+    archs = d.execute_script("return [...document.querySelectorAll('#rows-body tr')]"
+                             ".map((tr) => tr.cells[1].textContent)")
+    assert archs and set(archs) == {"LlamaForCausalLM"}, archs
+    Select(d.find_element(By.ID, "size")).select_by_value("1e9-1e10")
+    p.wait(lambda: p.state().get("size") == "1e9-1e10", "the parameter filter")
+    p.quiet("the parameter filter")
+    _, rows = server.json("/api/rows?view=all&lathe=0.1.0&limit=500")
+    want = sorted(i["model_id"] for i in rows["items"] if i["architecture"] == "LlamaForCausalLM"
+                  and 1e9 <= i.get("parameters", 0) < 1e10)
+    assert want and sorted(p.model_ids()) == want, (p.model_ids(), want)
+    d.find_element(By.CSS_SELECTOR, '#views button[data-view="downloads"]').click()
+    p.wait(lambda: p.state().get("view") == "downloads", "the downloads view")
+    p.quiet("the downloads view")
+    assert p.model_ids() == [], "a view without a ranking file lists rows"
+    assert "No downloads ranking" in p.text("rows-line"), p.text("rows-line")
+    print(f"filters: {len(want)} Llama models of 1B to 10B; downloads without a ranking says so")
+
+
+def coverage_shares(p):
+    """16: each architecture's bar splits 100% of its width among its statuses."""
+    bars = p.d.execute_script(
+        "return [...document.querySelectorAll('#coverage-chart .bar')].map((b) => [b.clientWidth,"
+        " [...b.children].reduce((s, c) => s + c.getBoundingClientRect().width, 0)])")
+    assert bars and all(abs(w - s) <= 3 for w, s in bars), f"bars not shares of 100%: {bars}"
+    counts = p.d.execute_script("return [...document.querySelectorAll('#coverage-chart "
+                                ".bar-count')].map((c) => c.textContent)")
+    assert all("% pass" in c for c in counts), counts
+
+
+def diff_one_version(p, lathe, data, catalog, artifacts):
+    """16: with one version, or A the same as B, the diff says there is nothing to compare."""
+    d = p.d
+    Select(d.find_element(By.ID, "diff-a-lathe")).select_by_value("0.1.0")
+    Select(d.find_element(By.ID, "diff-b-lathe")).select_by_value("0.1.0")
+    p.wait(lambda: "nothing to compare" in p.text("diff-line"), "A = B explained")
+    assert not d.find_elements(By.CSS_SELECTOR, "#diff-body table"), "tables of nothing"
+    one = fx.Server(lathe, os.path.join(data, "sweep"), catalog, web=WEB)
+    try:
+        d.get(one.url + "#tab=diff")
+        p.wait(lambda: "nothing to compare" in p.text("diff-line"), "one version explained")
+        assert "one lathe version" in p.text("diff-line"), p.text("diff-line")
+        assert not d.find_elements(By.CSS_SELECTOR, "#diff-body table")
+        d.save_screenshot(os.path.join(artifacts, "explorer-diff-one.png"))
+    finally:
+        one.stop()
+    print(f"diff: {p.text('diff-line')}")
+
+
+def favicon(p, server):
+    """16: the page names an SVG icon that the server answers."""
+    href = p.d.execute_script(
+        "return document.querySelector('link[rel=\"icon\"]')?.getAttribute('href')")
+    assert href, "no favicon"
+    code, headers, body = server.get(href)
+    assert code == 200 and headers["Content-Type"] == "image/svg+xml", (code, headers)
+    assert body.lstrip().startswith(b"<svg"), body[:40]
+
+
 def main():
     args = fx.parse_args([(("--artifacts",), {"required": True})])
     os.makedirs(args.artifacts, exist_ok=True)
     with fx.Scratch() as root:
         data, catalog, fixture_id = fx.make_data(root, args.lathe, args.make_dataset)
         server = fx.Server(args.lathe, data, catalog, web=WEB)
-        for name in ("index.html", "style.css", "app.js"):
+        for name in ("index.html", "style.css", "app.js", "favicon.svg"):
             with open(os.path.join(WEB, name), "rb") as f:
                 assert server.get(name)[2] == f.read(), f"the server does not serve {WEB}/{name}"
         driver = start_browser()
@@ -635,6 +702,7 @@ def run(p, server, args, data, catalog, fixture_id):
     assert p.model_ids(), "the default view lists the dataset's rows"
     first_page(p, server)
     d.save_screenshot(os.path.join(artifacts, "explorer-first.png"))
+    favicon(p, server)
     calibrate(p)
     contrast = Contrast()
     contrast.audit(p, "rows")
@@ -711,13 +779,15 @@ def run(p, server, args, data, catalog, fixture_id):
     model_page(p, fixture_id, artifacts)
     contrast.audit(p, "page of a tiny fixture")
     semantics(p, "page of a tiny fixture")
+    filters_and_views(p, server)
+    contrast.audit(p, "downloads without a ranking")
 
     # Coverage chart, then the diff between the two versions.
-    d.find_element(By.ID, "tab-coverage").click()
-    search.send_keys(Keys.CONTROL, "a")
-    search.send_keys(Keys.BACKSPACE)
+    d.get(p.url + "#tab=coverage")
     p.wait(lambda: d.find_elements(By.CSS_SELECTOR, "#coverage-chart .bar-row"), "the coverage chart")
     p.quiet("the coverage chart")
+    coverage_shares(p)
+    d.save_screenshot(os.path.join(artifacts, "explorer-coverage.png"))
     contrast.audit(p, "coverage")
     semantics(p, "coverage")
     d.find_element(By.ID, "tab-diff").click()
@@ -739,6 +809,7 @@ def run(p, server, args, data, catalog, fixture_id):
     d.get(url)
     p.wait(lambda: "A = lathe 0.0.9" in p.text("diff-line"), "the diff restored from the URL")
     assert not d.find_element(By.ID, "diff-view").get_attribute("hidden")
+    diff_one_version(p, args.lathe, data, catalog, artifacts)
 
     keyboard_flow(p, contrast)
     contrast.report()
