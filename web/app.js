@@ -4,11 +4,14 @@
 'use strict';
 
 const STATUSES = ['pass', 'fail', 'error', 'timeout', 'oom', 'unsupported', 'untested'];
-const VIEWS = ['selected', 'trending', 'downloads', 'all'];
+const VIEWS = ['all', 'selected', 'trending', 'downloads'];
 const PAGE = 50;
+// Parameter-count ranges of the size filter: "MIN-MAX", MAX not included, either end open.
+const SIZES = [['', 'any size'], ['0-1e8', 'under 100M'], ['1e8-1e9', '100M to 1B'],
+  ['1e9-1e10', '1B to 10B'], ['1e10-1e11', '10B to 100B'], ['1e11-', '100B and more']];
 const DEFAULTS = {
-  tab: 'models', task: 'text-generation', view: 'selected', q: '', lathe: '', tf: 'any',
-  status: '', sort: '', order: 'asc', page: '0', model: '', dtype: '', rev: '',
+  tab: 'models', task: 'text-generation', view: 'all', q: '', lathe: '', tf: 'any',
+  status: '', arch: '', size: '', sort: '', order: 'asc', page: '0', model: '', dtype: '', rev: '',
   a: '', atf: 'any', b: '', btf: 'any',
 };
 
@@ -87,6 +90,12 @@ async function api(name, params) {
 function seconds(x) { return x === undefined || x === null ? '' : x < 10 ? x.toFixed(2) + ' s' : x.toFixed(1) + ' s'; }
 function mib(bytes) { return bytes ? (bytes / 1048576).toFixed(1) + ' MiB' : ''; }
 function rate(x) { return x ? x.toFixed(1) : ''; }
+function params(n) {
+  if (!n) return '';
+  for (const [unit, size] of [['T', 1e12], ['B', 1e9], ['M', 1e6], ['K', 1e3]])
+    if (n >= size) return (n / size).toFixed(n >= 10 * size ? 0 : 1) + unit;
+  return String(n);
+}
 
 function fillSelect(select, options, value) {
   clear(select);
@@ -144,13 +153,15 @@ function renderControls() {
   fillSelect($('lathe'), versions.lathe.length ? versions.lathe : [['', '(no rows)']], lathe);
   fillSelect($('transformers'), [['any', 'any (latest row)'], ...versions.transformers], state.tf);
   fillSelect($('status-filter'), [['', 'any status'], ...STATUSES], state.status);
+  fillSelect($('size'), SIZES, state.size);
+  fillArchitectures();
   if ($('search') !== document.activeElement) $('search').value = state.q;
   for (const b of document.querySelectorAll('#views button'))
     b.setAttribute('aria-pressed', String(b.dataset.view === state.view));
   for (const b of document.querySelectorAll('nav .tab'))
     b.setAttribute('aria-pressed', String(b.dataset.tab === state.tab));
   $('views').disabled = state.tab !== 'models';
-  $('status-filter').disabled = state.tab !== 'models';
+  for (const id of ['status-filter', 'arch', 'size']) $(id).disabled = state.tab !== 'models';
   $('search').disabled = state.tab === 'diff';
   // The diff has its own two version pairs.
   $('lathe').disabled = state.tab === 'diff';
@@ -161,7 +172,7 @@ function renderControls() {
 
 const COLUMNS = [
   ['rank', 'Rank', 'rank'], ['model', 'Model', 'model'], ['arch', 'Architecture', 'architecture'],
-  ['dtype', 'dtype', null], ['status', 'Status', 'status'], ['cores', 'Cores', 'cores'],
+  ['params', 'Parameters', 'params'], ['dtype', 'dtype', null], ['status', 'Status', 'status'], ['cores', 'Cores', 'cores'],
   ['time', 'Total time (incl. compile)', 'time'], ['memory', 'Peak memory', 'memory'],
   ['speed', 'Tokens/s', 'speed'],
 ];
@@ -189,10 +200,12 @@ let lastItems = [];
 
 async function renderRows(gen) {
   const page = Math.max(0, parseInt(state.page, 10) || 0);
+  const [minParams, maxParams] = (state.size || '-').split('-').map((x) => (x ? String(Number(x)) : ''));
   let data;
   try {
     data = await api('rows', { task: state.task, view: state.view, q: state.q,
-      lathe: state.lathe, transformers: state.tf, status: state.status, sort: state.sort,
+      lathe: state.lathe, transformers: state.tf, status: state.status, arch: state.arch,
+      min_params: minParams, max_params: maxParams, sort: state.sort,
       order: state.order, offset: page * PAGE, limit: PAGE });
   } catch (e) {
     if (!stale(gen)) $('rows-line').textContent = 'Could not load rows: ' + e.message;
@@ -210,6 +223,7 @@ async function renderRows(gen) {
     const tr = el('tr', { class: item.model_id === state.model ? 'selected' : '' });
     if (ranked) tr.append(el('td', { class: 'num', text: String(item.rank ?? '') }));
     tr.append(el('td', {}, open), el('td', { text: item.architecture || '' }),
+      el('td', { class: 'num', text: item.tested ? params(item.parameters) : '' }),
       el('td', { text: item.dtype || '' }), el('td', {}, badge(item.status)),
       el('td', { class: 'num', text: item.tested ? String(item.cores) : '' }),
       el('td', { class: 'num', text: item.tested ? seconds(item.total_seconds) : '' }),
@@ -218,18 +232,59 @@ async function renderRows(gen) {
     body.append(tr);
   }
   if (!data.items.length)
-    body.append(el('tr', {}, el('td', { colspan: '9', class: 'muted', text: 'No models match.' })));
+    body.append(el('tr', {}, el('td', { colspan: String(COLUMNS.length), class: 'muted',
+      text: data.ranking_missing ? 'Nothing to list without the ranking file.' : 'No models match.' })));
   const counts = STATUSES.filter((s) => data.counts[s]).map((s) => `${data.counts[s]} ${s}`).join(', ');
   const source = ranked ? `ranking of ${data.ranking.snapshot || 'unknown date'}` : 'all rows of the dataset';
-  $('rows-line').textContent = `${data.total} models (${source}; lathe ${data.lathe || '-'}, ` +
-    `transformers ${data.transformers})` + (counts ? ': ' + counts : '');
+  $('rows-line').textContent = data.ranking_missing
+    ? `No ${data.view} ranking for ${data.task}: the catalog folder has no ` +
+      `${data.task}-${data.view}.json (lathe lab catalog refresh writes it). All rows lists what was run.`
+    : `${data.total} models (${source}; lathe ${data.lathe || '-'}, ` +
+      `transformers ${data.transformers})` + (counts ? ': ' + counts : '');
   const pages = Math.max(1, Math.ceil(data.total / PAGE));
   $('page-line').textContent = `page ${page + 1} of ${pages}`;
   $('prev').disabled = page === 0;
   $('next').disabled = page + 1 >= pages;
 }
 
-// ---- a row's detail ---------------------------------------------------------------------
+// ---- headline figures ------------------------------------------------------------------
+
+const VIEW_NAMES = { selected: 'Selected', trending: 'Trending', downloads: 'Downloads' };
+
+function figure(label, value, rest) {
+  return el('div', { class: 'figure' }, el('dt', { text: label }),
+    el('dd', {}, el('strong', { text: String(value) }), rest));
+}
+
+// The architecture filter lists the selection's architectures (and the URL's, if another).
+let knownArchs = [];
+
+function fillArchitectures() {
+  const archs = [...knownArchs];
+  if (state.arch && !archs.includes(state.arch)) archs.push(state.arch);
+  fillSelect($('arch'), [['', 'any architecture'], ...archs], state.arch);
+}
+
+// Above the list: what passes in the chosen versions, and how much of each ranking has run.
+function renderHeadline(s) {
+  const dl = clear($('figures'));
+  dl.append(figure('Models', s.by_status.pass, ` of ${s.rows} models pass`),
+    figure('Architectures', s.coverage.passing,
+      ` of ${s.coverage.architectures} architectures have a passing model`));
+  const ranked = el('dd', {});
+  for (const r of s.rankings)
+    ranked.append(el('span', { class: 'ranking', text: `${VIEW_NAMES[r.view] || r.view}: ` +
+      `${r.run} of ${r.models} run, ${r.passed} pass` + (r.snapshot ? ` (${r.snapshot})` : '') }));
+  if (!s.rankings.length) ranked.append('no ranking files (lathe lab catalog refresh writes them)');
+  dl.append(el('div', { class: 'figure' }, el('dt', { text: 'Ranking coverage' }), ranked),
+    el('div', { class: 'figure' }, el('dt', { text: 'Versions' }),
+      el('dd', { text: `lathe ${s.lathe || '-'}, transformers ${s.transformers_versions.join(', ') || '-'}` })));
+}
+
+// ---- a model's page ---------------------------------------------------------------------
+// It replaces the list (state.model names it, so it has its own URL): what happened first
+// (status, error, log tail), then the tokens, the measurements, how to reproduce it, the
+// other runs, and the stack last.
 
 function kv(pairs) {
   const dl = el('dl', { class: 'kv' });
@@ -237,8 +292,17 @@ function kv(pairs) {
   return dl;
 }
 
+function block(title, ...children) {
+  return el('div', { class: 'block' }, el('h3', { text: title }), ...children);
+}
+
+function textBlock(title, text, cls) {
+  return block(title, el('pre', { class: 'code ' + cls, text: text }));
+}
+
 function tokenLine(label, tokens, mismatch) {
   const line = el('div', { class: 'tokens' }, el('span', { class: 'tokens-label', text: label }));
+  if (!tokens.length) line.append(el('span', { class: 'muted', text: 'none' }));
   tokens.forEach((t, i) => {
     const cls = i === mismatch ? 'tok mismatch' : 'tok';
     const span = el('span', { class: cls, text: String(t) });
@@ -248,9 +312,89 @@ function tokenLine(label, tokens, mismatch) {
   return line;
 }
 
+// The dataset keeps token ids, not their text (docs/dataset.md): the page shows the ids and
+// says so.
+function tokenBlock(r) {
+  const mismatch = r.first_mismatch ?? -1;
+  return block('Tokens' + (mismatch >= 0 ? ` (first mismatch at position ${mismatch})` : ''),
+    el('p', { class: 'muted', text: 'The dataset holds token ids only, not their text: shown as ids.' }),
+    tokenLine('prompt', r.prompt_ids || [], -1), tokenLine('reference', r.reference_tokens || [], mismatch),
+    tokenLine('lathe', r.generated_tokens || [], mismatch));
+}
+
+// The model's page on the Hugging Face Hub, for Hub ids of plain characters (ORG/NAME); null
+// for tiny fixtures and local checkpoints.
+function hubUrl(r) {
+  if (r.source !== 'hub' || !/^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/.test(r.model_id)) return null;
+  return 'https://huggingface.co/' + r.model_id.split('/').map(encodeURIComponent).join('/');
+}
+
+// The row's own version columns, then the stack's other components (it repeats lathe and
+// transformers), each once.
+function stackBlock(r) {
+  const rows = [['lathe', r.lathe_version + (r.lathe_commit ? ' (' + r.lathe_commit + ')' : '')],
+    ['transformers', r.transformers_version || 'none'], ['torch', r.torch_version || 'none']];
+  const seen = new Set(rows.map(([k]) => k));
+  for (const [k, v] of Object.entries(r.stack || {})) if (!seen.has(k)) { seen.add(k); rows.push([k, v]); }
+  const table = el('table', { class: 'stack' }, el('caption', { class: 'visually-hidden', text: 'Stack' }));
+  for (const [k, v] of rows) table.append(el('tr', {}, el('th', { scope: 'row', text: k }), el('td', { text: v })));
+  const extra = r.extra_packages || [];
+  return block('Stack', table, el('p', {}, 'Extra packages: ', extra.length ? extra.join(', ') : 'none'));
+}
+
+function historyTable(history) {
+  const t = el('table', { class: 'history' }, el('caption', { text: 'Other runs of this model' }),
+    el('thead', {}, el('tr', {}, ...['lathe', 'transformers', 'dtype', 'Status'].map((h) =>
+      el('th', { scope: 'col', text: h })),
+    el('th', { scope: 'col' }, el('span', { class: 'visually-hidden', text: 'Open' })))));
+  const tbody = el('tbody');
+  for (const h of history) {
+    const run = `lathe ${h.lathe_version}, transformers ${h.transformers_version}, ${h.dtype}`;
+    tbody.append(el('tr', {}, el('td', { text: h.lathe_version }),
+      el('td', { text: h.transformers_version }), el('td', { text: h.dtype }),
+      el('td', {}, badge(h.status)), el('td', {}, el('button', { type: 'button',
+        'aria-label': 'Show the run of ' + run,
+        onclick: () => writeState({ lathe: h.lathe_version, tf: h.transformers_version, dtype: h.dtype }) }, 'Show'))));
+  }
+  t.append(tbody);
+  return t;
+}
+
+function modelPage(body, r, history) {
+  const hub = hubUrl(r);
+  body.append(el('p', { class: 'muted' },
+    `${r.task}, revision ${r.revision}, ${r.dtype} on ${r.device_kind}; lathe ${r.lathe_version}, ` +
+    `transformers ${r.transformers_version || 'none'}`,
+    hub ? ' · ' : null,
+    hub ? el('a', { class: 'hub', href: hub, rel: 'noopener noreferrer' }, 'its page on the Hugging Face Hub') : null));
+  body.append(kv([
+    ['Status', el('span', {}, badge(r.status), ' stage ' + r.stage)],
+    ['Error', r.error_type], ['Judge', r.judge_verdict],
+  ]));
+  if (r.error_message) body.append(textBlock('Error message', r.error_message, 'error'));
+  if (r.log_tail) body.append(textBlock('Log tail', r.log_tail, 'log'));
+  body.append(tokenBlock(r));
+  body.append(block('Measurements', kv([
+    ['Architecture', r.architecture], ['Parameters', params(r.parameters)],
+    ['Cores', String(r.cores)], ['Total time', seconds(r.total_seconds) + ' (compile ' + seconds(r.compile_seconds) + ')'],
+    ['Peak memory', mib(r.peak_memory_bytes)], ['Tokens/s', rate(r.tokens_per_second)],
+    ['First diverging layer', r.first_diverging_layer ?? 'none'],
+    ['Logits NMSE', r.logits_nmse === null ? '' : String(r.logits_nmse)],
+    ['Top-1 agreement', r.top1_agreement === null ? '' : String(r.top1_agreement)],
+    ['Finished', r.finished_at], ['Host', r.host],
+  ])));
+  // Only what the row holds: a box without text has no Copy button.
+  if (r.run_script) body.append(copyBlock('Run script', r.run_script));
+  else body.append(el('p', { class: 'muted', text: 'This row has no run script.' }));
+  if (r.compile_cache_fetch) body.append(copyBlock('Compile-cache fetch', r.compile_cache_fetch));
+  if (r.reference_script) body.append(copyBlock('Reference script', r.reference_script));
+  if (history.length > 1) body.append(historyTable(history));
+  body.append(stackBlock(r));
+}
+
 let shownModel = '';
 
-// The detail closes (Escape, its Close button): if focus was in it, or lost with a re-render,
+// The page closes (Escape, its Back button): if focus was in it, or lost with a re-render,
 // it goes back to the row's button that opened it, else to the results.
 function closeDetail(panel) {
   const active = document.activeElement;
@@ -266,7 +410,10 @@ function closeDetail(panel) {
 
 function showHeading(heading, model) {
   heading.textContent = model;
-  if (shownModel !== model) heading.focus();  // keyboard users land on what they opened
+  if (shownModel !== model) {  // a new page: at its top, keyboard users on its heading
+    window.scrollTo(0, 0);
+    heading.focus({ preventScroll: true });
+  }
   shownModel = model;
 }
 
@@ -284,7 +431,7 @@ async function renderDetail(gen) {
   let data;
   try {
     data = await api('row', { model: state.model, task: state.task, dtype: state.dtype,
-      revision: state.rev, lathe: state.lathe, transformers: state.tf });
+      revision: state.rev, lathe: state.lathe || versions.lathe[0] || '', transformers: state.tf });
   } catch (e) {
     if (stale(gen)) return;
     showHeading(heading, model);
@@ -294,53 +441,7 @@ async function renderDetail(gen) {
   }
   if (stale(gen)) return;
   showHeading(heading, model);
-  const body = clear($('detail-body'));
-  const r = data.row;
-  body.append(kv([
-    ['Status', el('span', {}, badge(r.status), ' stage ' + r.stage)],
-    ['Architecture', r.architecture], ['Revision', r.revision], ['dtype', r.dtype],
-    ['Error', r.error_type], ['Judge', r.judge_verdict],
-    ['Cores', String(r.cores)], ['Total time', seconds(r.total_seconds) + ' (compile ' + seconds(r.compile_seconds) + ')'],
-    ['Peak memory', mib(r.peak_memory_bytes)], ['Tokens/s', rate(r.tokens_per_second)],
-    ['First diverging layer', r.first_diverging_layer ?? 'none'],
-    ['Logits NMSE', r.logits_nmse === null ? '' : String(r.logits_nmse)],
-    ['Top-1 agreement', r.top1_agreement === null ? '' : String(r.top1_agreement)],
-    ['Finished', r.finished_at], ['Host', r.host],
-  ]));
-  const stack = el('table', { class: 'stack' }, el('caption', { text: 'Stack' }));
-  const versionsOf = [['lathe', r.lathe_version + ' (' + r.lathe_commit + ')'],
-    ['transformers', r.transformers_version || 'none'], ['torch', r.torch_version || 'none'],
-    ...Object.entries(r.stack || {})];
-  for (const [k, v] of versionsOf) stack.append(el('tr', {}, el('th', { scope: 'row', text: k }), el('td', { text: v })));
-  body.append(stack);
-  body.append(el('p', {}, 'Extra packages: ', (r.extra_packages || []).length ? r.extra_packages.join(', ') : 'none'));
-  body.append(copyBlock('Run script', r.run_script || ''));
-  if (r.compile_cache_fetch) body.append(copyBlock('Compile-cache fetch', r.compile_cache_fetch));
-  if (r.reference_script) body.append(copyBlock('Reference script', r.reference_script));
-  if (r.error_message) body.append(el('div', { class: 'block' }, el('h3', { text: 'Error message' }), el('pre', { class: 'code error', text: r.error_message })));
-  if (r.log_tail) body.append(el('div', { class: 'block' }, el('h3', { text: 'Log tail' }), el('pre', { class: 'code log', text: r.log_tail })));
-  const mismatch = r.first_mismatch ?? -1;
-  body.append(el('div', { class: 'block' },
-    el('h3', { text: 'Tokens' + (mismatch >= 0 ? ` (first mismatch at position ${mismatch})` : '') }),
-    tokenLine('prompt', r.prompt_ids || [], -1), tokenLine('reference', r.reference_tokens || [], mismatch),
-    tokenLine('lathe', r.generated_tokens || [], mismatch)));
-  if (data.history.length > 1) {
-    const t = el('table', { class: 'history' }, el('caption', { text: 'Other runs of this model' }),
-      el('thead', {}, el('tr', {}, ...['lathe', 'transformers', 'dtype', 'Status'].map((h) =>
-        el('th', { scope: 'col', text: h })),
-      el('th', { scope: 'col' }, el('span', { class: 'visually-hidden', text: 'Open' })))));
-    const tbody = el('tbody');
-    for (const h of data.history) {
-      const run = `lathe ${h.lathe_version}, transformers ${h.transformers_version}, ${h.dtype}`;
-      tbody.append(el('tr', {}, el('td', { text: h.lathe_version }),
-        el('td', { text: h.transformers_version }), el('td', { text: h.dtype }),
-        el('td', {}, badge(h.status)), el('td', {}, el('button', { type: 'button',
-          'aria-label': 'Show the run of ' + run,
-          onclick: () => writeState({ lathe: h.lathe_version, tf: h.transformers_version, dtype: h.dtype }) }, 'Show'))));
-    }
-    t.append(tbody);
-    body.append(t);
-  }
+  modelPage(clear($('detail-body')), data.row, data.history);
 }
 
 // ---- coverage ---------------------------------------------------------------------------
@@ -356,7 +457,7 @@ async function renderCoverage(gen) {
   const legend = clear($('coverage-legend'));
   for (const st of STATUSES) legend.append(badge(st));
   const chart = clear($('coverage-chart'));
-  const max = Math.max(1, ...archs.map((a) => a.models));
+  // Each bar is one architecture's models, 100%, split by status.
   for (const a of archs) {
     const bar = el('div', { class: 'bar', role: 'img' });
     const parts = [];
@@ -364,14 +465,15 @@ async function renderCoverage(gen) {
       const n = a.by_status[st] || 0;
       if (!n) continue;
       const seg = el('span', { class: 'seg badge-' + st, title: `${st}: ${n}` });
-      seg.style.width = (100 * n / max) + '%';
+      seg.style.width = (100 * n / a.models) + '%';
       bar.append(seg);
       parts.push(`${n} ${st}`);
     }
-    bar.setAttribute('aria-label', parts.join(', '));
+    const pass = Math.round(100 * (a.by_status.pass || 0) / a.models);
+    bar.setAttribute('aria-label', `${pass}% pass: ` + parts.join(', '));
     chart.append(el('div', { class: 'bar-row' },
       el('span', { class: 'bar-label', text: a.architecture }), bar,
-      el('span', { class: 'bar-count', text: parts.join(', ') })));
+      el('span', { class: 'bar-count', text: `${pass}% pass (${parts.join(', ')})` })));
   }
 }
 
@@ -404,6 +506,16 @@ async function renderDiff(gen) {
   fillSelect($('diff-b-lathe'), lv, b);
   fillSelect($('diff-a-tf'), tv, state.atf);
   fillSelect($('diff-b-tf'), tv, state.btf);
+  if (a === b && state.atf === state.btf) {
+    const tfs = versions.transformers.filter((t) => t !== 'none');
+    const hint = lv.length > 1 ? 'Pick two different versions.'
+      : tfs.length > 1 ? 'Pick two transformers versions, or add the results of another lathe version.'
+        : 'Add the results of another lathe or transformers version.';
+    $('diff-line').textContent = (lv.length < 2 ? `The data holds one lathe version (${a || 'none'}): ` : '') +
+      `A and B are the same versions (lathe ${a || '-'}, transformers ${state.atf}): nothing to compare. ` + hint;
+    clear($('diff-body'));
+    return;
+  }
   let d;
   try {
     d = await api('diff', { task: state.task, a_lathe: a, a_transformers: state.atf,
@@ -428,10 +540,22 @@ async function render() {
   try { await loadVersions(); } catch (e) { if (!stale(gen)) $('dataset-line').textContent = 'Cannot reach the server: ' + e.message; return; }
   if (stale(gen)) return;
   renderControls();
-  $('models-view').hidden = state.tab !== 'models';
+  $('models-view').hidden = state.tab !== 'models' || Boolean(state.model);
   $('coverage-view').hidden = state.tab !== 'coverage';
   $('diff-view').hidden = state.tab !== 'diff';
-  if (state.tab === 'models') { await renderRows(gen); await renderDetail(gen); }
+  $('headline').hidden = state.tab !== 'models' || Boolean(state.model);
+  if (state.tab === 'models') {
+    let s = null;
+    try { s = await api('summary', { task: state.task, lathe: state.lathe, transformers: state.tf }); } catch (e) { /* the rows say why */ }
+    if (stale(gen)) return;
+    if (s) {
+      knownArchs = s.architectures.map((a) => a.architecture);
+      fillArchitectures();
+      if (!state.model) renderHeadline(s);
+    }
+    await renderRows(gen);
+    await renderDetail(gen);
+  }
   else $('detail').hidden = true;
   if (state.tab === 'coverage') await renderCoverage(gen);
   if (state.tab === 'diff') await renderDiff(gen);
@@ -445,8 +569,11 @@ function init() {
   $('task').addEventListener('change', (e) => writeState({ task: e.target.value, page: '0', model: '' }));
   $('lathe').addEventListener('change', (e) => writeState({ lathe: e.target.value, page: '0' }));
   $('transformers').addEventListener('change', (e) => writeState({ tf: e.target.value, page: '0' }));
-  $('status-filter').addEventListener('change', (e) => writeState({ status: e.target.value, page: '0' }));
-  $('search').addEventListener('input', (e) => writeState({ q: e.target.value, page: '0' }, true));
+  // Choosing rows goes back from a model's page to the list.
+  $('status-filter').addEventListener('change', (e) => writeState({ status: e.target.value, page: '0', model: '' }));
+  $('arch').addEventListener('change', (e) => writeState({ arch: e.target.value, page: '0', model: '' }));
+  $('size').addEventListener('change', (e) => writeState({ size: e.target.value, page: '0', model: '' }));
+  $('search').addEventListener('input', (e) => writeState({ q: e.target.value, page: '0', model: '' }, true));
   $('controls').addEventListener('submit', (e) => e.preventDefault());
   $('prev').addEventListener('click', () => writeState({ page: String(Math.max(0, (parseInt(state.page, 10) || 0) - 1)) }));
   $('next').addEventListener('click', () => writeState({ page: String((parseInt(state.page, 10) || 0) + 1) }));

@@ -161,6 +161,7 @@ Json brief(const LabRow& r) {
           {"compile_seconds", r.compile_seconds},
           {"peak_memory_bytes", r.peak_memory_bytes},
           {"tokens_per_second", r.tokens_per_second},
+          {"parameters", r.parameters},
           {"lathe_version", r.lathe_version},
           {"transformers_version", transformers_label(r)},
           {"finished_at", r.finished_at},
@@ -178,6 +179,7 @@ struct Item {
     return row ? row->status : untested;
   }
   const std::string& architecture() const { return row ? row->architecture : entry->architecture; }
+  int64_t parameters() const { return row ? row->parameters : 0; }
 };
 
 Json item_json(const Item& it, const std::string& task) {
@@ -207,6 +209,7 @@ double sort_number(const Item& it, const std::string& key) {
   if (key == "time") return it.row->total_seconds;
   if (key == "memory") return static_cast<double>(it.row->peak_memory_bytes);
   if (key == "speed") return it.row->tokens_per_second;
+  if (key == "params") return static_cast<double>(it.row->parameters);
   return static_cast<double>(it.row->cores);  // "cores"
 }
 
@@ -220,6 +223,46 @@ int status_order(const std::string& s) {
 }
 
 Json versions_json(const Snapshot& snap);
+
+// Transformers versions, newest first, "none" (rows without a reference) last.
+std::vector<std::string> newest_first(const std::set<std::string>& transformers) {
+  std::vector<std::string> tf(transformers.begin(), transformers.end());
+  std::sort(tf.begin(), tf.end(), [](auto& a, auto& b) {
+    if ((a == "none") != (b == "none")) return b == "none";
+    return version_less(b, a);
+  });
+  return tf;
+}
+
+// How much of each of the task's rankings the selected rows cover: the ranked models with a
+// row that ran (any status but untested), and those with a passing row.
+Json ranking_coverage(const Snapshot& snap, const std::string& task,
+                      const std::vector<const LabRow*>& rows) {
+  std::unordered_map<std::string_view, bool> passes;  // model id: a row passes
+  for (const LabRow* r : rows) {
+    if (r->status == "untested") continue;
+    bool& p = passes[r->model_id];
+    p = p || r->status == "pass";
+  }
+  Json out = Json::array();
+  for (const char* view : kRankedViews) {
+    const auto it = snap.rankings.find({task, view});
+    if (it == snap.rankings.end()) continue;
+    int64_t run = 0, passed = 0;
+    for (const auto& e : it->second.models) {
+      const auto p = passes.find(e.id);
+      if (p == passes.end()) continue;
+      ++run;
+      passed += p->second;
+    }
+    out.push_back({{"view", view},
+                   {"snapshot", it->second.snapshot},
+                   {"models", it->second.models.size()},
+                   {"run", run},
+                   {"passed", passed}});
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -236,11 +279,7 @@ Json versions_json(const Snapshot& snap) {
     tasks.insert(r.task);
     ++pairs[{r.lathe_version, transformers_label(r)}];
   }
-  std::vector<std::string> tf(transformers.begin(), transformers.end());
-  std::sort(tf.begin(), tf.end(), [](auto& a, auto& b) {
-    if ((a == "none") != (b == "none")) return b == "none";
-    return version_less(b, a);
-  });
+  const std::vector<std::string> tf = newest_first(transformers);
   Json pair_list = Json::array();
   for (const auto& [k, n] : pairs)
     pair_list.push_back({{"lathe", k.first}, {"transformers", k.second}, {"rows", n}});
@@ -276,6 +315,12 @@ Json api_rows(const Snapshot& snap, const ApiParams& p) {
   if (!status.empty() && !is_status(status)) throw ApiError(400, "unknown status " + status);
   const int64_t offset = int_param(p, "offset", 0, 0, int64_t{1} << 40);
   const int64_t limit = int_param(p, "limit", 50, 1, kMaxPageRows);
+  // Parameter counts from min_params up to, not including, max_params (0: no bound); a row
+  // whose count is unknown (0), or a ranked model without a row, is outside any such range.
+  constexpr int64_t kMaxParamBound = 999'999'999'999;
+  const int64_t min_params = int_param(p, "min_params", 0, 0, kMaxParamBound);
+  const int64_t max_params = int_param(p, "max_params", 0, 0, kMaxParamBound);
+  const bool by_size = min_params > 0 || max_params > 0;
 
   const auto selected = select_latest(snap, sel);
   const auto& rows = *selected;
@@ -297,7 +342,7 @@ Json api_rows(const Snapshot& snap, const ApiParams& p) {
       }
       for (const LabRow* r : it->second) items.push_back({r, &e, rank});
     }
-  } else {
+  } else if (view == "all") {  // a ranked view without its ranking file lists nothing
     for (const LabRow* r : rows) items.push_back({r, nullptr, 0});
   }
 
@@ -313,6 +358,9 @@ Json api_rows(const Snapshot& snap, const ApiParams& p) {
       if (lid.find(q) == std::string::npos) continue;
     }
     if (!arch.empty() && it.architecture() != arch) continue;
+    if (by_size && (it.parameters() <= 0 || it.parameters() < min_params ||
+                    (max_params > 0 && it.parameters() >= max_params)))
+      continue;
     counts[it.status()] = counts[it.status()].get<int64_t>() + 1;
     if (!status.empty() && it.status() != status) continue;
     found.push_back(it);
@@ -332,14 +380,15 @@ Json api_rows(const Snapshot& snap, const ApiParams& p) {
     };
   else if (sort == "architecture")
     less = [](const Item& a, const Item& b) { return a.architecture() < b.architecture(); };
-  else if (sort == "time" || sort == "memory" || sort == "speed" || sort == "cores")
+  else if (sort == "time" || sort == "memory" || sort == "speed" || sort == "cores" ||
+           sort == "params")
     less = [&](const Item& a, const Item& b) {
       return sort_number(a, sort) < sort_number(b, sort);
     };
   else
     throw ApiError(400,
                    "parameter sort must be rank, model, status, architecture, cores, time, "
-                   "memory or speed");
+                   "memory, speed or params");
   std::stable_sort(found.begin(), found.end(), by_id);
   std::stable_sort(found.begin(), found.end(),
                    [&](const Item& a, const Item& b) { return desc ? less(b, a) : less(a, b); });
@@ -358,6 +407,7 @@ Json api_rows(const Snapshot& snap, const ApiParams& p) {
           {"lathe", sel.lathe},
           {"transformers", sel.transformers.empty() ? "any" : sel.transformers},
           {"ranking", ranking_json},
+          {"ranking_missing", view != "all" && !ranking},
           {"total", found.size()},
           {"offset", offset},
           {"limit", limit},
@@ -403,9 +453,17 @@ Json api_summary(const Snapshot& snap, const ApiParams& p) {
   const Selection sel = read_selection(snap, p);
   const auto report =
       cached_answer(snap, "summary\n" + sel.task + '\n' + sel.lathe + '\n' + sel.transformers, [&] {
+        const auto selected = select_latest(snap, sel);
         std::vector<LabRow> rows;
-        for (const LabRow* r : *select_latest(snap, sel)) rows.push_back(slim(*r));
-        return report_json(rows);
+        std::set<std::string> transformers;
+        for (const LabRow* r : *selected) {
+          rows.push_back(slim(*r));
+          transformers.insert(transformers_label(*r));
+        }
+        Json j = report_json(rows);
+        j["transformers_versions"] = newest_first(transformers);
+        j["rankings"] = ranking_coverage(snap, sel.task, *selected);
+        return j;
       });
   Json j = *report;
   j["task"] = sel.task;

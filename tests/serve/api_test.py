@@ -96,10 +96,22 @@ class ExplorerApi(unittest.TestCase):
         self.assertFalse(by_id[fx.UNRUN_ID]["tested"])
         self.assertEqual(by_id[self.fixture_id]["status"], "pass")
         self.assertEqual([i["rank"] for i in r["items"]], sorted(i["rank"] for i in r["items"]))
-        # Without a ranking file for the view, the view lists the dataset's rows.
+        # Without a ranking file for the view, the view lists nothing and says why.
         d = self.api("/api/rows?view=downloads")
         self.assertIsNone(d["ranking"])
-        self.assertGreater(d["total"], 4)
+        self.assertTrue(d["ranking_missing"])
+        self.assertEqual(d["total"], 0)
+        self.assertFalse(self.api("/api/rows?view=all")["ranking_missing"])
+
+    def test_rows_by_architecture_and_size(self):
+        r = self.api("/api/rows?view=all&lathe=0.1.0&arch=LlamaForCausalLM"
+                     "&min_params=1000000000&max_params=10000000000&limit=500")
+        self.assertTrue(r["items"])
+        for i in r["items"]:
+            self.assertEqual(i["architecture"], "LlamaForCausalLM")
+            self.assertTrue(1e9 <= i["parameters"] < 1e10, i)
+        for bad in ("min_params=x", "max_params=-5", "min_params=10000000000000"):
+            self.assertIn("error", self.api("/api/rows?" + bad, status=400))
 
     def test_row_detail(self):
         q = urllib.parse.urlencode({"model": self.fixture_id})

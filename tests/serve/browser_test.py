@@ -1,6 +1,7 @@
-"""The explorer page end to end in headless Chromium (selenium): search, switch view and
-version, open a row, copy its run script, see the diff, reload from the URL; a row whose text
-fields hold HTML and script must render as text. Saves a screenshot to ARTIFACTS/explorer.png.
+"""The explorer page end to end in headless Chromium (selenium): the first page and its
+headline figures, search, filter, switch view and version, open a model's page, copy its run
+script, see coverage and the diff, reload from the URL; a row whose text fields hold HTML and
+script must render as text. Saves screenshots to ARTIFACTS/explorer*.png.
 Exit code 77 (skipped) where Chromium, chromedriver or selenium are missing, unless CI=true.
 Usage: browser_test.py --lathe BIN --make-dataset BIN --artifacts DIR
 """
@@ -456,7 +457,7 @@ def keyboard_flow(p, contrast):
     p.quiet("the search's last render")
     first = p.model_ids()[0]
     path = []
-    for _ in range(20):
+    for _ in range(30):
         press(d, Keys.TAB)
         f = focused(d)
         path.append(f and f["what"])
@@ -501,18 +502,188 @@ def keyboard_flow(p, contrast):
           "back to the row's button")
 
 
+# ---- issue 19, items 14 to 16 -------------------------------------------------------------
+
+def full_screenshot(d, path):
+    """The whole page, not only the window's height."""
+    size = d.get_window_size()
+    height = d.execute_script("return document.documentElement.scrollHeight")
+    d.set_window_size(size["width"], max(size["height"], height + 150))
+    try:
+        d.save_screenshot(path)
+    finally:
+        d.set_window_size(size["width"], size["height"])
+
+
+def first_page(p, server):
+    """14: a fresh load opens on what was run (not on a ranking none of which has run), with
+    headline figures above it: models and architectures passing, each ranking's coverage, the
+    versions."""
+    d = p.d
+    assert "view" not in p.state(), p.state()
+    line = p.text("rows-line")
+    assert "ranking" not in line, f"the first page follows a ranking: {line}"
+    badges = d.execute_script(
+        "return [...document.querySelectorAll('#rows-body .badge')].map((b) => b.textContent)")
+    assert badges and badges.count("untested") < len(badges) / 2, badges
+    _, s = server.json("/api/summary?lathe=0.1.0")
+    head = p.text("headline")
+    by_view = {r["view"]: r for r in s["rankings"]}
+    want = [f"{s['by_status']['pass']} of {s['rows']} models pass",
+            f"{s['coverage']['passing']} of {s['coverage']['architectures']} architectures",
+            f"Selected: 0 of {fx.SELECTED_UNRUN} run",
+            f"Trending: 3 of 4 run, {by_view['trending']['passed']} pass",
+            "lathe 0.1.0", "transformers " + ", ".join(s["transformers_versions"])]
+    missing = [w for w in want if w not in head]
+    assert not missing, f"headline {head!r} lacks {missing}"
+    print(f"first page: all rows, headline: {' | '.join(head.splitlines())}")
+
+
+def model_page(p, fixture_id, artifacts):
+    """15: a model's page has its own URL and replaces the list at the top of the page; status,
+    error and log tail first, then the tokens (ids, said to be ids), the run script and
+    compile-cache command only where the row has them, the stack last without duplicates; a
+    link to the Hub page for Hub models only."""
+    d = p.d
+    d.get(p.url + "#")
+    p.settled("the first page again")
+    first = p.model_ids()[0]
+    assert len(p.model_ids()) == 50, len(p.model_ids())
+    d.find_element(By.CSS_SELECTOR, "#rows-body button.model-link").click()
+    p.wait(lambda: p.text("detail-heading") == first, "the first row's page")
+    p.quiet("the model page")
+    assert p.state().get("model") == first, p.state()
+    assert not d.find_element(By.ID, "models-view").is_displayed(), "the list stays beside it"
+    top = d.execute_script("return [window.scrollY, "
+                           "document.getElementById('detail-heading').getBoundingClientRect().top,"
+                           " window.innerHeight]")
+    assert top[0] == 0 and 0 <= top[1] < top[2] / 3, f"the page opens out of view: {top}"
+    d.find_element(By.ID, "close-detail").click()
+    p.wait(lambda: d.find_element(By.ID, "models-view").is_displayed(), "back to the list")
+    assert "model" not in p.state()
+
+    # A local checkpoint's error: no run script, no Hub page.
+    d.get(p.url + "#" + urllib.parse.urlencode({"q": "broken", "model": fx.LOCAL_ERROR_ID}))
+    p.wait(lambda: p.text("detail-heading") == fx.LOCAL_ERROR_ID and "Stack" in
+           p.text("detail-body"), "the local error's page")
+    p.quiet("the local error's page")
+    heads = d.execute_script(
+        "return [...document.querySelectorAll('#detail-body h3')].map((h) => h.textContent)")
+    order = [h.split(" (")[0] for h in heads]
+    for a, b in (("Error message", "Log tail"), ("Log tail", "Tokens"), ("Tokens", "Stack")):
+        assert a in order and b in order and order.index(a) < order.index(b), order
+    assert order[-1] == "Stack", f"the stack is not last: {order}"
+    assert "Run script" not in order and "Compile-cache fetch" not in order, order
+    assert "no run script" in p.text("detail-body")
+    first_key = d.execute_script("return document.querySelector('#detail-body dl dt').textContent")
+    assert first_key == "Status", first_key
+    empty = d.execute_script(
+        "return [...document.querySelectorAll('#detail button.copy')]"
+        ".filter((b) => !b.closest('.block').querySelector('pre').textContent.trim()).length")
+    assert empty == 0, f"{empty} copy buttons over empty boxes"
+    keys = d.execute_script(
+        "return [...document.querySelectorAll('#detail table.stack th')].map((t) => t.textContent)")
+    assert keys and len(keys) == len(set(keys)), f"the stack repeats itself: {keys}"
+    assert not d.find_elements(By.CSS_SELECTOR, "#detail a.hub"), "a local model has no Hub page"
+    assert "token ids only" in p.text("detail-body")
+    full_screenshot(d, os.path.join(artifacts, "explorer-model.png"))
+
+    # A Hub model: its Hub page, its tokens as ids, said so.
+    d.get(p.url + "#" + urllib.parse.urlencode({"model": "org1/model-1"}))
+    p.wait(lambda: p.text("detail-heading") == "org1/model-1" and "Stack" in
+           p.text("detail-body"), "a Hub model's page")
+    hub = d.find_elements(By.CSS_SELECTOR, "#detail a.hub")
+    assert [a.get_attribute("href") for a in hub] == ["https://huggingface.co/org1/model-1"], hub
+    assert "token ids only" in p.text("detail-body")
+    assert "Run script" in p.text("detail-body")
+
+    # A tiny fixture from the sweep: no Hub page.
+    d.get(p.url + "#" + urllib.parse.urlencode({"model": fixture_id}))
+    p.wait(lambda: p.text("detail-heading") == fixture_id and "Stack" in
+           p.text("detail-body"), "the fixture's page")
+    assert not d.find_elements(By.CSS_SELECTOR, "#detail a.hub"), "a tiny fixture has no Hub page"
+    print("model page: at the top, error first, stack last and unique, Hub link for Hub ids")
+
+
+def filters_and_views(p, server):
+    """16: architecture and parameter-count filters; a ranked view without its ranking file
+    says so."""
+    d = p.d
+    d.get(p.url + "#")
+    p.settled("the first page again")
+    Select(d.find_element(By.ID, "arch")).select_by_value("LlamaForCausalLM")
+    p.wait(lambda: p.state().get("arch") == "LlamaForCausalLM", "the architecture filter")
+    p.quiet("the architecture filter")
+    archs = d.execute_script("return [...document.querySelectorAll('#rows-body tr')]"
+                             ".map((tr) => tr.cells[1].textContent)")
+    assert archs and set(archs) == {"LlamaForCausalLM"}, archs
+    Select(d.find_element(By.ID, "size")).select_by_value("1e9-1e10")
+    p.wait(lambda: p.state().get("size") == "1e9-1e10", "the parameter filter")
+    p.quiet("the parameter filter")
+    _, rows = server.json("/api/rows?view=all&lathe=0.1.0&limit=500")
+    want = sorted(i["model_id"] for i in rows["items"] if i["architecture"] == "LlamaForCausalLM"
+                  and 1e9 <= i.get("parameters", 0) < 1e10)
+    assert want and sorted(p.model_ids()) == want, (p.model_ids(), want)
+    d.find_element(By.CSS_SELECTOR, '#views button[data-view="downloads"]').click()
+    p.wait(lambda: p.state().get("view") == "downloads", "the downloads view")
+    p.quiet("the downloads view")
+    assert p.model_ids() == [], "a view without a ranking file lists rows"
+    assert "No downloads ranking" in p.text("rows-line"), p.text("rows-line")
+    print(f"filters: {len(want)} Llama models of 1B to 10B; downloads without a ranking says so")
+
+
+def coverage_shares(p):
+    """16: each architecture's bar splits 100% of its width among its statuses."""
+    bars = p.d.execute_script(
+        "return [...document.querySelectorAll('#coverage-chart .bar')].map((b) => [b.clientWidth,"
+        " [...b.children].reduce((s, c) => s + c.getBoundingClientRect().width, 0)])")
+    assert bars and all(abs(w - s) <= 3 for w, s in bars), f"bars not shares of 100%: {bars}"
+    counts = p.d.execute_script("return [...document.querySelectorAll('#coverage-chart "
+                                ".bar-count')].map((c) => c.textContent)")
+    assert all("% pass" in c for c in counts), counts
+
+
+def diff_one_version(p, lathe, data, catalog, artifacts):
+    """16: with one version, or A the same as B, the diff says there is nothing to compare."""
+    d = p.d
+    Select(d.find_element(By.ID, "diff-a-lathe")).select_by_value("0.1.0")
+    Select(d.find_element(By.ID, "diff-b-lathe")).select_by_value("0.1.0")
+    p.wait(lambda: "nothing to compare" in p.text("diff-line"), "A = B explained")
+    assert not d.find_elements(By.CSS_SELECTOR, "#diff-body table"), "tables of nothing"
+    one = fx.Server(lathe, os.path.join(data, "sweep"), catalog, web=WEB)
+    try:
+        d.get(one.url + "#tab=diff")
+        p.wait(lambda: "nothing to compare" in p.text("diff-line"), "one version explained")
+        assert "one lathe version" in p.text("diff-line"), p.text("diff-line")
+        assert not d.find_elements(By.CSS_SELECTOR, "#diff-body table")
+        d.save_screenshot(os.path.join(artifacts, "explorer-diff-one.png"))
+    finally:
+        one.stop()
+    print(f"diff: {p.text('diff-line')}")
+
+
+def favicon(p, server):
+    """16: the page names an SVG icon that the server answers."""
+    href = p.d.execute_script(
+        "return document.querySelector('link[rel=\"icon\"]')?.getAttribute('href')")
+    assert href, "no favicon"
+    code, headers, body = server.get(href)
+    assert code == 200 and headers["Content-Type"] == "image/svg+xml", (code, headers)
+    assert body.lstrip().startswith(b"<svg"), body[:40]
+
+
 def main():
     args = fx.parse_args([(("--artifacts",), {"required": True})])
     os.makedirs(args.artifacts, exist_ok=True)
     with fx.Scratch() as root:
         data, catalog, fixture_id = fx.make_data(root, args.lathe, args.make_dataset)
         server = fx.Server(args.lathe, data, catalog, web=WEB)
-        for name in ("index.html", "style.css", "app.js"):
+        for name in ("index.html", "style.css", "app.js", "favicon.svg"):
             with open(os.path.join(WEB, name), "rb") as f:
                 assert server.get(name)[2] == f.read(), f"the server does not serve {WEB}/{name}"
         driver = start_browser()
         try:
-            run(Page(driver, server.url), fixture_id, args.artifacts)
+            run(Page(driver, server.url), server, args, data, catalog, fixture_id)
         except Exception:
             driver.save_screenshot(os.path.join(args.artifacts, "explorer-failure.png"))
             raise
@@ -522,13 +693,16 @@ def main():
     print("browser test passed")
 
 
-def run(p, fixture_id, artifacts):
-    d = p.d
+def run(p, server, args, data, catalog, fixture_id):
+    d, artifacts = p.d, args.artifacts
     d.execute_cdp_cmd("Browser.grantPermissions", {
         "origin": p.url.rstrip("/"), "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]})
     d.get(p.url)
     p.settled("the first render")
     assert p.model_ids(), "the default view lists the dataset's rows"
+    first_page(p, server)
+    d.save_screenshot(os.path.join(artifacts, "explorer-first.png"))
+    favicon(p, server)
     calibrate(p)
     contrast = Contrast()
     contrast.audit(p, "rows")
@@ -562,7 +736,7 @@ def run(p, fixture_id, artifacts):
 
     # The row full of injection strings: opened, every field shown as text, nothing run.
     d.find_element(By.CSS_SELECTOR, '#views button[data-view="all"]').click()
-    p.wait(lambda: p.state().get("view") == "all", "the all-rows view")
+    p.wait(lambda: "view" not in p.state(), "the all-rows view (the default)")
     search = d.find_element(By.ID, "search")
     search.send_keys("evil")
     p.wait(lambda: p.model_ids() == [fx.EVIL_ID], "the injection row, its id shown as text")
@@ -577,6 +751,7 @@ def run(p, fixture_id, artifacts):
     assert not d.find_elements(By.CSS_SELECTOR, "img, #detail script, #rows script")
     mismatch = d.find_elements(By.CSS_SELECTOR, "#detail-body .tok.mismatch")
     assert len(mismatch) == 2, "the first mismatch is highlighted in both token lines"
+    assert not d.find_elements(By.CSS_SELECTOR, "#detail a.hub"), "a Hub link from a hostile id"
 
     # Copy the run script; the clipboard holds it exactly.
     d.find_element(By.CSS_SELECTOR, 'button[aria-label="Copy Run script"]').click()
@@ -601,13 +776,18 @@ def run(p, fixture_id, artifacts):
     semantics(p, "detail of a swept row")
     d.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
     p.wait(lambda: not d.find_element(By.ID, "detail").is_displayed(), "Escape closing the detail")
+    model_page(p, fixture_id, artifacts)
+    contrast.audit(p, "page of a tiny fixture")
+    semantics(p, "page of a tiny fixture")
+    filters_and_views(p, server)
+    contrast.audit(p, "downloads without a ranking")
 
     # Coverage chart, then the diff between the two versions.
-    d.find_element(By.ID, "tab-coverage").click()
-    search.send_keys(Keys.CONTROL, "a")
-    search.send_keys(Keys.BACKSPACE)
+    d.get(p.url + "#tab=coverage")
     p.wait(lambda: d.find_elements(By.CSS_SELECTOR, "#coverage-chart .bar-row"), "the coverage chart")
     p.quiet("the coverage chart")
+    coverage_shares(p)
+    d.save_screenshot(os.path.join(artifacts, "explorer-coverage.png"))
     contrast.audit(p, "coverage")
     semantics(p, "coverage")
     d.find_element(By.ID, "tab-diff").click()
@@ -629,6 +809,7 @@ def run(p, fixture_id, artifacts):
     d.get(url)
     p.wait(lambda: "A = lathe 0.0.9" in p.text("diff-line"), "the diff restored from the URL")
     assert not d.find_element(By.ID, "diff-view").get_attribute("hidden")
+    diff_one_version(p, args.lathe, data, catalog, artifacts)
 
     keyboard_flow(p, contrast)
     contrast.report()

@@ -3,8 +3,10 @@ benchmark (bench/explorer/bench.py).
 
 make_data() fills a folder the way users will: a real sweep of the bundled tiny fixtures
 (`lathe lab run`), synthetic rows for two lathe versions written by lathe's own Parquet writer
-(explorer_make_dataset), one of them holding HTML/script injection strings, and a trending
-ranking that names a model no sweep has run.
+(explorer_make_dataset), one of them holding HTML/script injection strings, another a local
+checkpoint's error without a run script; a trending ranking that names a model no sweep has
+run, and a selected ranking of SELECTED_UNRUN models none of which has run (as after a first
+sweep of the tiny fixtures).
 """
 import argparse
 import json
@@ -19,6 +21,8 @@ import urllib.request
 INJECTION = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'
 EVIL_ID = "evil/" + INJECTION
 UNRUN_ID = "never/ranked-but-not-run"
+LOCAL_ERROR_ID = "my-checkpoints/broken-llama"
+SELECTED_UNRUN = 37
 
 
 def parse_args(extra=None):
@@ -50,7 +54,7 @@ def make_data(root, lathe, make_dataset, sweep=True, rows=60):
             swept = [json.loads(line) for line in f]
         fixture_id = sorted(r["model_id"] for r in swept if r["task"] == "text-generation")[0]
     run([make_dataset, os.path.join(data, "synthetic"), "--rows", str(rows), "--lathe",
-         "0.0.9,0.1.0", "--inject"])
+         "0.0.9,0.1.0", "--inject", "--local-error"])
     ranked = ([fixture_id] if fixture_id else []) + ["org1/model-1", UNRUN_ID, "org3/model-3"]
     ranking = {"format": 1, "task": "text-generation", "view": "trending",
                "snapshot": "2026-11-30", "source": "test",
@@ -58,6 +62,11 @@ def make_data(root, lathe, make_dataset, sweep=True, rows=60):
                           for i, m in enumerate(ranked)]}
     with open(os.path.join(catalog, "text-generation-trending.json"), "w") as f:
         json.dump(ranking, f)
+    selected = {**ranking, "view": "selected",
+                "models": [{"id": f"selected/unrun-{i}", "rank": i + 1,
+                            "architecture": "LlamaForCausalLM"} for i in range(SELECTED_UNRUN)]}
+    with open(os.path.join(catalog, "text-generation-selected.json"), "w") as f:
+        json.dump(selected, f)
     return data, catalog, fixture_id
 
 

@@ -1,9 +1,10 @@
 // Writes synthetic lab datasets for the explorer's tests and benchmark, through lathe's own
 // Parquet writer (write_dataset): rows spread over architectures, tasks and statuses, for one
 // or more lathe versions (a later version regresses some models and fixes others), and
-// optionally a row whose every text field holds HTML and script injection strings.
+// optionally a row whose every text field holds HTML and script injection strings, and a
+// local checkpoint's error row with no run script.
 //
-//   explorer_make_dataset OUT [--rows N] [--lathe 0.1.0,0.2.0] [--inject]
+//   explorer_make_dataset OUT [--rows N] [--lathe 0.1.0,0.2.0] [--inject] [--local-error]
 //
 // writes OUT/dataset/lathe-<v>_transformers-<t>.parquet.
 #include <cstdio>
@@ -76,7 +77,7 @@ LabRow make_row(int i, const std::string& lathe_version, int version_index) {
   r.peak_memory_bytes = int64_t{200 + (i * 37) % 4000} << 20;
   r.memory_limit_bytes = int64_t{8} << 30;
   r.timeout_seconds = 600;
-  r.parameters = int64_t{1000000} * (1 + i % 900);
+  r.parameters = int64_t{1} << (20 + (i * 5) % 18);  // 1M to 137G, spread over the rows
   r.weight_bytes = r.parameters * 4;
   r.total_seconds = 1.5 + (i % 100) * 0.37;
   r.tokens_per_second = r.status == "pass" || r.status == "fail" ? 5.0 + (i % 50) : 0;
@@ -169,17 +170,47 @@ LabRow injection_row(const std::string& lathe_version) {
   return r;
 }
 
+// A local checkpoint that failed to load: no Hub page, no run script, no reference, a long
+// log.
+LabRow local_error_row(const std::string& lathe_version) {
+  LabRow r = make_row(2, lathe_version, 0);
+  r.model_id = "my-checkpoints/broken-llama";
+  r.revision = "local";
+  r.source = "local";
+  r.architecture = "LlamaForCausalLM";
+  r.status = "error";
+  r.stage = "load";
+  r.error_type = "load_error";
+  r.judge_verdict.clear();
+  r.logits_nmse.reset();
+  r.top1_agreement.reset();
+  r.error_message = "model.safetensors: truncated (header says 4096 bytes, the file has 1000)";
+  r.log_tail.clear();
+  for (int i = 0; i < 12; ++i) r.log_tail += "loading layer " + std::to_string(i) + "\n";
+  r.log_tail += r.error_message + "\n";
+  r.run_script.clear();
+  r.reference_script.clear();
+  r.compile_cache_key.clear();
+  r.compile_cache_fetch.clear();
+  r.reference_tokens.clear();
+  r.generated_tokens.clear();
+  r.tokens_per_second = 0;
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: explorer_make_dataset OUT [--rows N] [--lathe V,V] [--inject]\n");
+    std::fprintf(stderr,
+                 "usage: explorer_make_dataset OUT [--rows N] [--lathe V,V] [--inject] "
+                 "[--local-error]\n");
     return 2;
   }
   const std::filesystem::path out = argv[1];
   int rows = 100;
   std::vector<std::string> versions = {"0.1.0"};
-  bool inject = false;
+  bool inject = false, local_error = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rows" && i + 1 < argc) {
@@ -193,6 +224,8 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--inject") {
       inject = true;
+    } else if (a == "--local-error") {
+      local_error = true;
     } else {
       std::fprintf(stderr, "explorer_make_dataset: unknown argument %s\n", a.c_str());
       return 2;
@@ -202,6 +235,7 @@ int main(int argc, char** argv) {
   for (size_t v = 0; v < versions.size(); ++v) {
     for (int i = 0; i < rows; ++i) all.push_back(make_row(i, versions[v], static_cast<int>(v)));
     if (inject) all.push_back(injection_row(versions[v]));
+    if (local_error) all.push_back(local_error_row(versions[v]));
   }
   try {
     for (const auto& f : lathe::write_dataset(all, out / "dataset"))

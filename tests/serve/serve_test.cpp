@@ -134,16 +134,44 @@ TEST(ServeApi, RankedViewShowsModelsWithoutRowsAsUntested) {
   EXPECT_EQ(j["counts"]["untested"], 1);
 }
 
-TEST(ServeApi, WithoutRankingTheViewListsTheDataset) {
+TEST(ServeApi, ARankedViewWithoutItsRankingListsNothing) {
   Snapshot s;
   fill(s);
   const Json j = api_rows(s, {{"view", "downloads"}, {"lathe", "0.1.0"}});
   EXPECT_TRUE(j["ranking"].is_null());
-  EXPECT_EQ(j["total"], 3);
+  EXPECT_EQ(j["ranking_missing"], true);
+  EXPECT_EQ(j["total"], 0);
+  const Json all = api_rows(s, {{"view", "all"}, {"lathe", "0.1.0"}});
+  EXPECT_EQ(all["ranking_missing"], false);
+  EXPECT_EQ(all["total"], 3);
   const Json q = api_rows(s, {{"view", "all"}, {"q", "LLAMA"}});
   EXPECT_EQ(q["total"], 2);
   const Json st = api_rows(s, {{"view", "all"}, {"status", "pass"}});
   EXPECT_EQ(st["total"], 2);
+}
+
+TEST(ServeApi, FiltersByParameterCount) {
+  Snapshot s;
+  fill(s);
+  s.rows[0].parameters = 500'000'000;    // org/llama-a
+  s.rows[1].parameters = 2'000'000'000;  // org/qwen-b; org/llama-c's count is unknown
+  const auto ids = [&](const ApiParams& p) {
+    const Json j = api_rows(s, p);
+    std::vector<std::string> out;
+    for (const auto& i : j["items"]) out.push_back(i["model_id"]);
+    return out;
+  };
+  ApiParams p = {{"view", "all"}, {"lathe", "0.1.0"}};
+  p["max_params"] = "1000000000";
+  EXPECT_EQ(ids(p), std::vector<std::string>{"org/llama-a"});
+  p["min_params"] = "1000000000";
+  p["max_params"] = "";
+  EXPECT_EQ(ids(p), std::vector<std::string>{"org/qwen-b"});
+  p["max_params"] = "2000000000";  // the upper bound is not included
+  EXPECT_TRUE(ids(p).empty());
+  p = {{"view", "all"}, {"lathe", "0.1.0"}, {"sort", "params"}, {"order", "desc"}};
+  EXPECT_EQ(ids(p), (std::vector<std::string>{"org/qwen-b", "org/llama-a", "org/llama-c"}));
+  EXPECT_THROW(api_rows(s, {{"min_params", "-1"}}), ApiError);
 }
 
 TEST(ServeApi, PagesAndLimits) {
@@ -180,6 +208,19 @@ TEST(ServeApi, RowDiffAndSummary) {
   const Json sum = api_summary(s, {{"lathe", "0.1.0"}});
   EXPECT_EQ(sum["rows"], 3);
   EXPECT_EQ(sum["coverage"]["passing"], 2);
+}
+
+TEST(ServeApi, SummaryCoversTheRankings) {
+  Snapshot s;
+  fill(s);
+  const Json a = api_summary(s, {{"lathe", "0.2.0"}});
+  ASSERT_EQ(a["rankings"].size(), 1u);
+  EXPECT_EQ(a["rankings"][0]["view"], "trending");
+  EXPECT_EQ(a["rankings"][0]["models"], 3);
+  EXPECT_EQ(a["rankings"][0]["run"], 2);     // org/never-run has no row
+  EXPECT_EQ(a["rankings"][0]["passed"], 1);  // org/llama-a fails in 0.2.0
+  EXPECT_EQ(a["transformers_versions"], Json::array({"5.24.0"}));
+  EXPECT_EQ(api_summary(s, {{"lathe", "0.1.0"}})["rankings"][0]["passed"], 2);
 }
 
 TEST(ServeStore, NoticesNewFiles) {
