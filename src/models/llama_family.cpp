@@ -8,6 +8,19 @@
 namespace lathe {
 namespace {
 
+// Marks the tensors of layers `first` and above (model.layers.N. with N >= first) unused.
+void ignore_layers_from(Weights& w, int64_t first) {
+  const std::string prefix = "model.layers.";
+  w.ignore_if([&](const std::string& name) {
+    if (!name.starts_with(prefix)) return false;
+    size_t end = prefix.size();
+    int64_t layer = 0;
+    while (end < name.size() && name[end] >= '0' && name[end] <= '9' && layer < (1 << 20))
+      layer = layer * 10 + (name[end++] - '0');
+    return end > prefix.size() && end < name.size() && name[end] == '.' && layer >= first;
+  });
+}
+
 // transformers LlamaModel / LlamaDecoderLayer: x + attn(norm(x)), then x + mlp(norm(x)).
 class LlamaFamilyModel : public Decoder {
  public:
@@ -15,6 +28,7 @@ class LlamaFamilyModel : public Decoder {
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.rope);
     Weights w(ckpt, opts.dtype);
+    if (cfg_.extra_layers_ignored) ignore_layers_from(w, cfg_.num_layers);
     const int64_t h = cfg_.hidden_size;
     embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
     embed_scale_ = cfg_.embed_multiplier;

@@ -40,6 +40,9 @@ struct LlamaFamilyConfig {
   std::vector<bool> layer_moe;
   std::string moe_module = "mlp.";
   MoeNames moe_names;
+  // Glm4Moe, DeepseekV3: tensors of layers past num_hidden_layers (the multi-token prediction
+  // layers of num_nextn_predict_layers) are left unused, as transformers leaves them.
+  bool extra_layers_ignored = false;
 };
 
 std::unique_ptr<Model> build_llama_family(const Checkpoint& ckpt, const LlamaFamilyConfig& cfg,

@@ -28,7 +28,45 @@ MoeWeights load_moe(Weights& w, const std::string& prefix, int64_t hidden, const
   if (s.shared_inter > 0)
     m.shared = load_gated_mlp(w, prefix + names.shared, hidden, s.shared_inter);
   if (s.shared_gate) m.shared_gate = w.matrix(prefix + names.shared_gate, {1, hidden});
+  if (s.correction_bias) m.correction_bias = w.vector(prefix + names.correction_bias, {s.experts});
   return m;
+}
+
+MoeSpec read_sigmoid_moe(const JsonFields& f, const SigmoidMoeDefaults& d) {
+  MoeSpec s{.experts = f.get_or<int64_t>("n_routed_experts", d.experts),
+            .top_k = f.get_or<int64_t>("num_experts_per_tok", d.top_k),
+            .inter = f.get_or<int64_t>("moe_intermediate_size", d.inter),
+            .routing = graph::Routing::Sigmoid,
+            .norm_topk = f.get_or<bool>("norm_topk_prob", d.norm_topk),
+            .norm_eps = 1e-20f,
+            .scale = static_cast<float>(f.get_or<double>("routed_scaling_factor", d.scale)),
+            .groups = f.get_or<int64_t>("n_group", d.groups),
+            .top_groups = f.get_or<int64_t>("topk_group", d.top_groups),
+            .correction_bias = true};
+  const int64_t shared = f.get_or<int64_t>("n_shared_experts", d.shared_experts);
+  s.shared_inter = shared * s.inter;
+  for (auto [name, v] : {std::pair{"n_routed_experts", s.experts},
+                         {"num_experts_per_tok", s.top_k},
+                         {"moe_intermediate_size", s.inter},
+                         {"n_group", s.groups},
+                         {"topk_group", s.top_groups}})
+    if (v <= 0 || v > (int64_t{1} << 20))
+      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
+  if (s.experts % s.groups != 0 || s.top_groups > s.groups || s.top_k > s.experts ||
+      s.top_k > s.top_groups * (s.experts / s.groups))
+    fail(f.origin(), ": ", s.experts, " experts in n_group ", s.groups, " groups, topk_group ",
+         s.top_groups, ", num_experts_per_tok ", s.top_k, " do not fit together");
+  if (shared < 0) fail(f.origin(), ": field \"n_shared_experts\" is ", shared);
+  return s;
+}
+
+std::vector<bool> read_first_dense_layers(const JsonFields& f, int64_t num_layers,
+                                          int64_t default_first_dense) {
+  const int64_t first = f.get_or<int64_t>("first_k_dense_replace", default_first_dense);
+  if (first < 0) fail(f.origin(), ": field \"first_k_dense_replace\" is ", first);
+  std::vector<bool> sparse(static_cast<size_t>(num_layers));
+  for (int64_t i = 0; i < num_layers; ++i) sparse[static_cast<size_t>(i)] = i >= first;
+  return sparse;
 }
 
 std::vector<bool> read_sparse_layers(const JsonFields& f, int64_t num_layers, int64_t experts) {
@@ -53,11 +91,15 @@ namespace blocks {
 
 Value moe(Builder& g, Value x, const MoeWeights& w, const MoeSpec& s, const std::string& prefix) {
   Value logits = linear(g, x, w.router);
-  Value route = g.name(g.route(logits, {.routing = s.routing,
-                                        .top_k = s.top_k,
-                                        .norm_topk = s.norm_topk,
-                                        .norm_eps = s.norm_eps,
-                                        .scale = s.scale}),
+  Value route = g.name(g.route(logits,
+                               {.routing = s.routing,
+                                .top_k = s.top_k,
+                                .norm_topk = s.norm_topk,
+                                .norm_eps = s.norm_eps,
+                                .scale = s.scale,
+                                .groups = s.groups,
+                                .top_groups = s.top_groups},
+                               g.weight(w.correction_bias)),
                        prefix + "route");
   std::vector<Builder::Expert> experts;
   for (const GatedMlpWeights& e : w.experts)

@@ -20,7 +20,9 @@ struct MoeSpec {
   graph::Routing routing = graph::Routing::SoftmaxTopK;
   bool norm_topk = false;  // norm_topk_prob: the k weights divided by their sum
   float norm_eps = 0;
-  float scale = 1;  // routed_scaling_factor
+  float scale = 1;                     // routed_scaling_factor
+  int64_t groups = 1, top_groups = 1;  // n_group, topk_group (Sigmoid routing)
+  bool correction_bias = false;        // e_score_correction_bias moves the choice (Sigmoid)
   graph::Activation act = graph::Activation::Silu;
   int64_t shared_inter = 0;  // a shared expert's intermediate size (0: none)
   bool shared_gate = false;  // Qwen2Moe: sigmoid(shared_expert_gate(x)) * shared_expert(x)
@@ -36,6 +38,7 @@ struct MoeNames {
   // rows first), and down_fused [experts, hidden, inter].
   std::string gate_up = {}, down_fused = {};
   std::string shared = "shared_expert.", shared_gate = "shared_expert_gate.weight";
+  std::string correction_bias = "gate.e_score_correction_bias";
 };
 
 struct MoeWeights {
@@ -43,6 +46,7 @@ struct MoeWeights {
   std::vector<GatedMlpWeights> experts;  // gate, up, down of each (no biases)
   GatedMlpWeights shared;                // when the spec has a shared expert
   Tensor shared_gate;                    // [1, hidden]
+  Tensor correction_bias;                // [experts]
 };
 
 MoeWeights load_moe(Weights& w, const std::string& prefix, int64_t hidden, const MoeSpec& s,
@@ -51,6 +55,20 @@ MoeWeights load_moe(Weights& w, const std::string& prefix, int64_t hidden, const
 // Reads the layers that run experts as Qwen2MoeConfig and Qwen3MoeConfig say: layer i does
 // unless it is in mlp_only_layers, when num_experts > 0 and (i + 1) % decoder_sparse_step == 0.
 std::vector<bool> read_sparse_layers(const JsonFields& f, int64_t num_layers, int64_t experts);
+
+// DeepseekV3Config and Glm4MoeConfig: n_routed_experts experts, num_experts_per_tok of them
+// chosen by sigmoid scores plus e_score_correction_bias within the topk_group best of n_group
+// groups, weights renormalised (norm_topk_prob) and scaled by routed_scaling_factor, plus
+// n_shared_experts shared experts as one MLP of n_shared_experts * moe_intermediate_size; the
+// first first_k_dense_replace layers are dense. `d` holds the config class's defaults.
+struct SigmoidMoeDefaults {
+  int64_t experts, top_k, inter, shared_experts, groups, top_groups, first_dense;
+  double scale;
+  bool norm_topk;
+};
+MoeSpec read_sigmoid_moe(const JsonFields& f, const SigmoidMoeDefaults& d);
+std::vector<bool> read_first_dense_layers(const JsonFields& f, int64_t num_layers,
+                                          int64_t default_first_dense);
 
 namespace blocks {
 

@@ -40,6 +40,7 @@ std::unique_ptr<Model> load_qwen2_moe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_qwen3_moe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_olmoe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_granitemoe(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_glm4_moe(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -110,6 +111,9 @@ const std::vector<ArchitectureEntry>& architectures() {
        "Llama with q/k RMSNorm across heads, clip_qkv after them, experts on every layer"},
       {"GraniteMoeForCausalLM", "granitemoe", load_granitemoe,
        "Granite with experts in 3-D tensors, softmax over the top-k router logits"},
+      {"Glm4MoeForCausalLM", "glm4_moe", load_glm4_moe,
+       "partial rotary, q/k/v biases; sigmoid grouped router with correction bias, shared "
+       "experts, dense first layers"},
   };
   return table;
 }
