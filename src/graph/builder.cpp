@@ -1,5 +1,7 @@
 #include "graph/builder.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace lathe::graph {
@@ -198,15 +200,28 @@ Value Builder::rope(Value x, Value tables, RopeLayout layout) {
 
 Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Value slopes) {
   expect_f32(q, "attention", "q");
-  expect_same_shape(k, v, "attention");
+  expect_f32(k, "attention", "k");
   const Shape &qs = shape(q), &ks = shape(k);
   if (qs.size() != 3 || ks.size() != 3 || qs[0] != ks[0] || qs[2] != ks[2] || ks[1] <= 0 ||
       qs[1] % ks[1] != 0)
     fail("internal: attention: q ", shape_str(qs), " with k ", shape_str(ks));
+  int64_t v_dim = p.value_dim;
+  if (p.value_dim > 0) {
+    if (v.valid() || p.value_dim > ks[2])
+      fail("internal: attention: values in the keys' first ", p.value_dim, " dims of ",
+           shape_str(ks), (v.valid() ? ", and a v" : ""));
+  } else {
+    expect_f32(v, "attention", "v");
+    const Shape& vs = shape(v);
+    if (vs.size() != 3 || vs[0] != ks[0] || vs[1] != ks[1])
+      fail("internal: attention: v ", shape_str(vs), " with k ", shape_str(ks));
+    v_dim = vs[2];
+  }
   if ((p.bias != PositionBias::None) != slopes.valid() ||
       (slopes.valid() && shape_numel(shape(slopes)) != qs[1]))
     fail("internal: attention: position bias slopes do not match ", qs[1], " heads");
-  Node n{.op = Op::Attention, .inputs = {q, k, v, slopes}, .shape = qs};
+  Node n{.op = Op::Attention, .inputs = {q, k, v, slopes}, .shape = {qs[0], qs[1], v_dim}};
+  n.params.value_dim = p.value_dim;
   n.params.layer = p.layer;
   n.params.window = p.window;
   n.params.scale = p.scale;
@@ -221,6 +236,28 @@ Value Builder::rows(Value x, Value indices) {
   if (shape(x).size() != 2 || node(indices).dtype != DType::I32 || shape(indices).size() != 1)
     fail("internal: rows: x ", shape_str(shape(x)), " at ", shape_str(shape(indices)));
   return add_node({.op = Op::Rows, .inputs = {x, indices}, .shape = {dim(indices, 0), dim(x, 1)}});
+}
+
+Value Builder::concat(Value a, Value b) {
+  expect_f32(a, "concat", "a");
+  expect_f32(b, "concat", "b");
+  Shape sa = shape(a), sb = shape(b);
+  if (sa.size() != sb.size() || sa.empty() ||
+      !std::equal(sa.begin(), sa.end() - 1, sb.begin(), sb.end() - 1))
+    fail("internal: concat: ", shape_str(sa), " and ", shape_str(sb));
+  sa.back() += sb.back();
+  return add_node({.op = Op::Concat, .inputs = {a, b}, .shape = std::move(sa)});
+}
+
+Value Builder::head_linear(Value x, Value w) {
+  expect_f32(x, "head_linear", "input");
+  expect(w, "head_linear", "weight");
+  const Shape &xs = shape(x), &ws = shape(w);
+  if (xs.size() != 3 || ws.size() != 3 || ws[0] != xs[1] || ws[2] != xs[2])
+    fail("internal: head_linear: input ", shape_str(xs), " with weight ", shape_str(ws));
+  if (node(w).dtype != DType::F32 && node(w).dtype != DType::BF16)
+    fail("internal: head_linear: weight dtype ", dtype_name(node(w).dtype), " has no kernel");
+  return add_node({.op = Op::HeadLinear, .inputs = {x, w}, .shape = {xs[0], xs[1], ws[1]}});
 }
 
 Value Builder::route(Value logits, const RouteParams& p, Value bias) {

@@ -61,11 +61,17 @@ class Builder {
     float scale = 0;
     float softcap = 0;  // 0: no capping
     PositionBias bias = PositionBias::None;
+    // > 0: no v; the values are the first value_dim dims of each key, and the cache holds keys
+    // only (MLA's latent: keys [latent | rotary key], values the latent).
+    int64_t value_dim = 0;
   };
-  // q [n, heads, head_dim], k and v [n, kv_heads, head_dim] -> [n, heads, head_dim]. With a
+  // q and k [n, (kv_)heads, head_dim], v [n, kv_heads, v_dim] -> [n, heads, v_dim]. With a
   // position bias, `slopes` is a Weight of `heads` F32 values.
   Value attention(Value q, Value k, Value v, const AttentionParams& p, Value slopes = {});
   Value rows(Value x, Value indices);
+  Value concat(Value a, Value b);
+  // x [n, heads, k] with w [heads, m, k] (F32 or BF16): each head's rows times its matrix.
+  Value head_linear(Value x, Value w);
   struct RouteParams {
     Routing routing = Routing::SoftmaxTopK;
     int64_t top_k = 0;

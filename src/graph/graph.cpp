@@ -49,6 +49,10 @@ const char* op_name(Op op) {
       return "route";
     case Op::Experts:
       return "experts";
+    case Op::Concat:
+      return "concat";
+    case Op::HeadLinear:
+      return "head_linear";
   }
   return "?";
 }

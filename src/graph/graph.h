@@ -47,11 +47,14 @@ enum class Op : uint8_t {
   RopeTables,  // cos and sin [2, n, rot/2] for the step's positions (per sequence)
   Rope,        // rotary embedding of x [n, heads, head_dim] with tables [2, n, rot/2]
   Attention,   // appends k, v to the layer's cache at the step's positions; causal attention
+               // (with value_dim and no v: the values are the keys' first value_dim dims)
   Rows,        // rows of x [n, dim] at indices [r] -> [r, dim]
   Route,       // router logits [n, experts] (+ bias [experts]) -> [2, n, k]: each token's k
                // expert weights (plane 0) and expert ids (plane 1, exact integers in f32)
   Experts,     // x [n, dim], route [2, n, k], then gate, up, down weights per expert ->
                // [n, dim]: sum over the token's k experts of weight * down(act(gate x) * up x)
+  Concat,      // a [.., m], b [.., n] with equal leading dimensions -> [.., m + n]
+  HeadLinear,  // x [n, heads, k] . w[heads, m, k]^T per head -> [n, heads, m] (MLA)
 };
 const char* op_name(Op op);
 
@@ -84,6 +87,7 @@ struct Params {
   PositionBias bias = PositionBias::None;
   int64_t layer = -1;      // Attention: which cache layer
   int64_t window = 0;      // Attention: sliding window (0: none)
+  int64_t value_dim = 0;   // Attention: > 0 when the values are the keys' first value_dim
   int64_t id_offset = 0;   // Embedding: added to every id (OPT's learned positions)
   int64_t input_slot = 0;  // Input: which step input (InputSlot)
   // Route (scale: routed scaling factor, eps: added to the sum that norm_topk divides by).

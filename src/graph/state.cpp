@@ -38,7 +38,8 @@ KVCache::KVCache(const std::vector<LayerStateSpec>& specs, int64_t max_seq_len,
     }
     if (s.kind != StateKind::Recurrent) {
       l.k = Tensor::zeros(DType::F32, {l.slots, s.kv_heads, s.head_dim});
-      l.v = Tensor::zeros(DType::F32, {l.slots, s.kv_heads, s.head_dim});
+      const int64_t v_dim = s.v_head_dim < 0 ? s.head_dim : s.v_head_dim;
+      if (v_dim > 0) l.v = Tensor::zeros(DType::F32, {l.slots, s.kv_heads, v_dim});
     }
     layers.push_back(std::move(l));
   }
@@ -53,7 +54,8 @@ void KVCache::clear() {
 uint64_t KVCache::bytes() const {
   uint64_t total = 0;
   for (const auto& l : layers)
-    total += l.kind == StateKind::Recurrent ? l.state.nbytes() : l.k.nbytes() + l.v.nbytes();
+    total += l.kind == StateKind::Recurrent ? l.state.nbytes()
+                                            : l.k.nbytes() + (l.v.defined() ? l.v.nbytes() : 0);
   return total;
 }
 

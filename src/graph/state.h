@@ -19,14 +19,18 @@ struct LayerStateSpec {
   int64_t kv_heads = 0, head_dim = 0;
   int64_t window = 0;    // SlidingKV: keys a query sees (itself included)
   Shape recurrent = {};  // Recurrent: the state's shape
+  // KV kinds: the values' head size; 0: no value cache, the values are the keys' first dims
+  // (MLA); -1: head_dim.
+  int64_t v_head_dim = -1;
 };
 
 // One sequence's state: KVCache keeps its historical name.
 struct KVCache {
   struct Layer {
     StateKind kind = StateKind::FullKV;
-    // KV kinds: keys and values [slots, kv_heads, head_dim]; position p lives in slot
-    // p % slots (slots == max_seq for full attention, so that is slot p).
+    // KV kinds: keys [slots, kv_heads, head_dim] and values [slots, kv_heads, v_head_dim]
+    // (undefined when the keys hold them); position p lives in slot p % slots (slots ==
+    // max_seq for full attention, so that is slot p).
     Tensor k = {}, v = {};
     int64_t slots = 0;
     Tensor state = {};  // Recurrent

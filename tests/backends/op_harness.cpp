@@ -22,6 +22,7 @@ std::span<const float> floats(const Tensor& t) {
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) return a.defined() == b.defined();  // no value cache (MLA)
   return a.dtype() == b.dtype() && a.shape() == b.shape() &&
          (a.nbytes() == 0 || std::memcmp(a.data<void>(), b.data<void>(), a.nbytes()) == 0);
 }
@@ -39,14 +40,15 @@ KVCache prefilled_cache(const std::vector<LayerStateSpec>& layers, int64_t max_s
     const int64_t row = l.k.dim(1) * l.k.dim(2);
     const uint32_t s = seed + 101 * static_cast<uint32_t>(i);
     const Tensor k = cache_history(pos0, l.k.dim(1), l.k.dim(2), s, false);
-    const Tensor v = cache_history(pos0, l.k.dim(1), l.k.dim(2), s, true);
-    for (int64_t p = 0; p < pos0; ++p) {
-      const int64_t slot = p % l.slots;
-      std::memcpy(l.k.mut<float>() + slot * row, k.data<float>() + p * row,
+    for (int64_t p = 0; p < pos0; ++p)
+      std::memcpy(l.k.mut<float>() + (p % l.slots) * row, k.data<float>() + p * row,
                   static_cast<size_t>(row) * sizeof(float));
-      std::memcpy(l.v.mut<float>() + slot * row, v.data<float>() + p * row,
-                  static_cast<size_t>(row) * sizeof(float));
-    }
+    if (!l.v.defined()) continue;  // values inside the keys (MLA)
+    const int64_t v_row = l.v.dim(1) * l.v.dim(2);
+    const Tensor v = cache_history(pos0, l.v.dim(1), l.v.dim(2), s, true);
+    for (int64_t p = 0; p < pos0; ++p)
+      std::memcpy(l.v.mut<float>() + (p % l.slots) * v_row, v.data<float>() + p * v_row,
+                  static_cast<size_t>(v_row) * sizeof(float));
   }
   cache.length = pos0;
   return cache;

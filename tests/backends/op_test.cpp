@@ -315,6 +315,8 @@ struct AttentionCase {
   bool ring = false;  // layer 1 is SlidingKV: slots = window - 1 + the longest segment
   float scale = 0;    // 0: 1 / sqrt(head_dim)
   float qk_scale = 1;
+  int64_t v_dim = 0;           // values' head size (0: head_dim)
+  int64_t values_in_keys = 0;  // > 0: no v, the keys' first values_in_keys dims (MLA)
 };
 
 Case attention_case(const AttentionCase& a) {
@@ -336,7 +338,10 @@ Case attention_case(const AttentionCase& a) {
                               .kv_heads = a.kv_heads,
                               .head_dim = a.head_dim,
                               .window = 0,
-                              .recurrent = {}};
+                              .recurrent = {},
+                              .v_head_dim = a.values_in_keys > 0 ? 0
+                                            : a.v_dim > 0        ? a.v_dim
+                                                                 : -1};
     LayerStateSpec layer1 = full;
     if (a.ring) {
       layer1.kind = StateKind::SlidingKV;
@@ -349,7 +354,10 @@ Case attention_case(const AttentionCase& a) {
   };
   const Tensor q = random_tensor({rows, a.heads, a.head_dim}, next_seed(), a.qk_scale);
   const Tensor k = random_tensor({rows, a.kv_heads, a.head_dim}, next_seed(), a.qk_scale);
-  const Tensor v = random_tensor({rows, a.kv_heads, a.head_dim}, next_seed());
+  const Tensor v =
+      a.values_in_keys > 0
+          ? Tensor()
+          : random_tensor({rows, a.kv_heads, a.v_dim > 0 ? a.v_dim : a.head_dim}, next_seed());
   Tensor slopes;
   if (a.bias != PositionBias::None) {
     slopes = Tensor::zeros(DType::F32, {a.heads});
@@ -361,7 +369,8 @@ Case attention_case(const AttentionCase& a) {
       .window = a.window,
       .scale = a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(a.head_dim)),
       .softcap = a.softcap,
-      .bias = a.bias};
+      .bias = a.bias,
+      .value_dim = a.values_in_keys};
   return {
       std::string("attention_") + a.what, Op::Attention, DType::F32,
       [q, k, v, slopes, p](Builder& g) {
@@ -465,6 +474,33 @@ void attention_cases(std::vector<Case>& out) {
        .softcap = 5.0f,
        .bias = PositionBias::Alibi},
       {.what = "large", .heads = 8, .kv_heads = 2, .head_dim = 64, .seqs = {S{37, 20, 64}}},
+      // Values of another head size than the keys, and MLA's values inside the keys (one
+      // latent "head" of 36 dims whose first 20 are the values), prefill and decode.
+      {.what = "v_dim_odd",
+       .heads = 4,
+       .kv_heads = 2,
+       .head_dim = 12,
+       .seqs = {S{5, 3, 12}},
+       .v_dim = 37},
+      {.what = "values_in_keys_prefill",
+       .heads = 4,
+       .kv_heads = 1,
+       .head_dim = 36,
+       .seqs = {S{7, 2, 16}},
+       .values_in_keys = 20},
+      {.what = "values_in_keys_decode_window",
+       .heads = 8,
+       .kv_heads = 1,
+       .head_dim = 72,
+       .seqs = {S{1, 40, 48}},
+       .window = 9,
+       .values_in_keys = 64},
+      {.what = "values_in_keys_two_sequences",
+       .heads = 3,
+       .kv_heads = 1,
+       .head_dim = 24,
+       .seqs = {S{3, 5, 16}, S{2, 0, 12}},
+       .values_in_keys = 17},
       {.what = "large_two_sequences",
        .heads = 8,
        .kv_heads = 2,
@@ -567,6 +603,26 @@ void experts_cases(std::vector<Case>& out) {
                      },
                      Step{}});
     }
+  // Concat (MLA's [latent query | rotary query]) and per-head linears (its absorbed W_uk,
+  // W_uv), f32 and bf16 weights.
+  for (const Shape& s : {Shape{1, 4, 20}, Shape{7, 3, 13}, Shape{5, 16}}) {
+    const Tensor a = random_tensor(s, next_seed());
+    Shape bs = s;
+    bs.back() = 5;
+    const Tensor b = random_tensor(bs, next_seed());
+    out.push_back({"concat_" + label(s) + "_5", Op::Concat, DType::F32,
+                   [a, b](Builder& g) { return std::vector{g.concat(g.weight(a), g.weight(b))}; },
+                   Step{}});
+  }
+  for (DType dt : {DType::F32, DType::BF16})
+    for (const Shape& s : {Shape{1, 4, 12, 20}, Shape{7, 3, 13, 9}, Shape{37, 8, 64, 40}}) {
+      const Tensor x = random_tensor({s[0], s[1], s[2]}, next_seed());
+      const Tensor w = random_tensor({s[1], s[3], s[2]}, next_seed()).to(dt);
+      out.push_back(
+          {"head_linear_" + label(s) + "_" + std::string(dtype_name(dt)), Op::HeadLinear, dt,
+           [x, w](Builder& g) { return std::vector{g.head_linear(g.weight(x), g.weight(w))}; },
+           Step{}});
+    }
   // One gate value per row (Qwen2Moe's sigmoid shared-expert gate).
   for (const Shape& s : kRowShapes) {
     Shape gs = s;
@@ -668,9 +724,10 @@ TEST_P(OpBench, BackendsMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Ops, OpBench, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
-// Every computing op of graph::Op has cases (a new op must join the bench; Experts is the last).
+// Every computing op of graph::Op has cases (a new op must join the bench; HeadLinear is the
+// last).
 TEST(OpBenchCoverage, EveryComputingOpHasCases) {
-  std::vector<bool> seen(static_cast<size_t>(Op::Experts) + 1, false);
+  std::vector<bool> seen(static_cast<size_t>(Op::HeadLinear) + 1, false);
   for (const Case& c : all_cases()) seen[static_cast<size_t>(c.op)] = true;
   for (size_t i = 0; i < seen.size(); ++i) {
     const Op op = static_cast<Op>(i);

@@ -17,7 +17,8 @@
 //    a polynomial exp and vector softmax sums: NMSE 7.5e-14, max abs 1.5e-7 (worst case over
 //    the attention cases), so NMSE 1e-12 (13x), max abs 1e-5 (67x). The portable level
 //    computes each row as the reference does: 0.
-//  - Experts run the Linear kernels on each expert's rows: Linear's tolerances.
+//  - Experts and HeadLinear run the Linear kernels on each expert's (head's) rows: Linear's
+//    tolerances.
 //  - Every other op runs the same kernel on both CPU backends: 0, bit for bit.
 #pragma once
 
@@ -66,14 +67,17 @@ inline constexpr ToleranceRow kTolerances[] = {
     {graph::Op::Route, DType::F32, {}},
     {graph::Op::Experts, DType::F32, {1e-11, 2e-4}},
     {graph::Op::Experts, DType::BF16, {1e-11, 2e-4}},
+    {graph::Op::Concat, DType::F32, {}},
+    {graph::Op::HeadLinear, DType::F32, {1e-11, 2e-4}},
+    {graph::Op::HeadLinear, DType::BF16, {1e-11, 2e-4}},
 };
 
 // Linear with BF16 weights on Avx512Bf16: activations rounded to bf16 first.
 inline constexpr Tolerance kLinearBf16Activations = {5e-5, 3e-1};
 
 inline std::optional<Tolerance> tolerance(graph::Op op, DType dtype, cpu::Isa isa) {
-  if ((op == graph::Op::Linear || op == graph::Op::Experts) && dtype == DType::BF16 &&
-      isa == cpu::Isa::Avx512Bf16)
+  if ((op == graph::Op::Linear || op == graph::Op::Experts || op == graph::Op::HeadLinear) &&
+      dtype == DType::BF16 && isa == cpu::Isa::Avx512Bf16)
     return kLinearBf16Activations;
   for (const ToleranceRow& r : kTolerances)
     if (r.op == op && r.dtype == dtype) return r.tol;

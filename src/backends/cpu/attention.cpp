@@ -34,12 +34,13 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
     scores[j - first] = e;
     sum += e;
   }
-  float* out = a.out + (t * a.heads + h) * hd;
-  std::fill(out, out + hd, 0.0f);
+  const int64_t vd = a.v_dim;
+  float* out = a.out + (t * a.heads + h) * vd;
+  std::fill(out, out + vd, 0.0f);
   for (int64_t j = first; j <= p; ++j) {
     const float w = scores[j - first] / sum;
-    const float* v = a.v_cache + row(j);
-    for (int64_t d = 0; d < hd; ++d) out[d] += w * v[d];
+    const float* v = a.v_cache + (a.slots > 0 ? j % a.slots : j) * a.v_row + kvh * a.v_head;
+    for (int64_t d = 0; d < vd; ++d) out[d] += w * v[d];
   }
 }
 

@@ -52,19 +52,26 @@ int64_t score_row(int64_t max_context) {
 }
 
 // Appends one segment's keys and values to its cache, then attends over it.
+// With value_dim set there is no v: the values are the keys' first value_dim dims, and the
+// cache layer holds keys only.
 void attention(const NodeArgs& a, bool reference) {
   const graph::Params& p = a.node.params;
-  const Tensor &q = *a.inputs[0], &k = *a.inputs[1], &v = *a.inputs[2];
+  const Tensor &q = *a.inputs[0], &k = *a.inputs[1];
+  const Tensor* v = p.value_dim > 0 ? nullptr : a.inputs[2];
   const int64_t heads = q.dim(1), kv_heads = k.dim(1), head_dim = q.dim(2);
-  const int64_t kv_row = kv_heads * head_dim;
+  const int64_t v_dim = v ? v->dim(2) : p.value_dim;
+  const int64_t kv_row = kv_heads * head_dim, v_row = kv_heads * v_dim;
   for (const graph::Segment& s : a.step.segments) {
     KVCache& cache = *a.step.caches[static_cast<size_t>(s.seq)];
     if (p.layer < 0 || p.layer >= static_cast<int64_t>(cache.layers.size()))
       fail("internal: attention: layer ", p.layer, " not in the cache");
     KVCache::Layer& l = cache.layers[static_cast<size_t>(p.layer)];
-    if (l.k.dim(1) != kv_heads || l.k.dim(2) != head_dim || s.pos0 + s.count > cache.max_seq)
-      fail("internal: attention: cache ", shape_str(l.k.shape()), " of ", cache.max_seq,
-           " positions for k ", shape_str(k.shape()), " at position ", s.pos0 + s.count);
+    if (l.k.dim(1) != kv_heads || l.k.dim(2) != head_dim || s.pos0 + s.count > cache.max_seq ||
+        (v != nullptr) != l.v.defined() || (v && l.v.dim(2) != v_dim))
+      fail("internal: attention: cache ", shape_str(l.k.shape()), " (values ",
+           shape_str(l.v.shape()), ") of ", cache.max_seq, " positions for k ",
+           shape_str(k.shape()), (v ? "" : " holding the values"), " at position ",
+           s.pos0 + s.count);
     if (s.count > cache.max_step_tokens())
       fail("internal: attention: a step of ", s.count, " tokens overruns a ring of ", l.slots,
            " slots");
@@ -72,8 +79,9 @@ void attention(const NodeArgs& a, bool reference) {
       const int64_t slot = (s.pos0 + t) % l.slots;
       std::memcpy(l.k.mut<float>() + slot * kv_row, k.data<float>() + (s.first + t) * kv_row,
                   static_cast<size_t>(kv_row) * sizeof(float));
-      std::memcpy(l.v.mut<float>() + slot * kv_row, v.data<float>() + (s.first + t) * kv_row,
-                  static_cast<size_t>(kv_row) * sizeof(float));
+      if (v)
+        std::memcpy(l.v.mut<float>() + slot * v_row, v->data<float>() + (s.first + t) * v_row,
+                    static_cast<size_t>(v_row) * sizeof(float));
     }
     const int64_t length = s.pos0 + s.count;
     float* bias = nullptr;
@@ -85,8 +93,8 @@ void attention(const NodeArgs& a, bool reference) {
     }
     cpu::AttentionArgs args{q.data<float>() + s.first * heads * head_dim,
                             l.k.data<float>(),
-                            l.v.data<float>(),
-                            a.out.mut<float>() + s.first * heads * head_dim,
+                            v ? l.v.data<float>() : l.k.data<float>(),
+                            a.out.mut<float>() + s.first * heads * v_dim,
                             s.count,
                             s.pos0,
                             heads,
@@ -99,11 +107,41 @@ void attention(const NodeArgs& a, bool reference) {
                             length,
                             l.slots,
                             scratch,
-                            score_row(a.step.max_context)};
+                            score_row(a.step.max_context),
+                            v_dim,
+                            v ? v_row : kv_row,
+                            v ? v_dim : head_dim};
     if (reference)
       cpu::attention_reference(args);
     else
       cpu::attention_fast(args, a.pool);
+  }
+}
+
+// Per head h: rows x[:, h, :] times w[h]^T, gathered into the workspace and scattered back.
+size_t head_linear_floats(int64_t n, int64_t k, int64_t m, DType w_dtype, bool reference) {
+  const size_t scratch = reference ? 0 : cpu::matmul_scratch_bytes(w_dtype, n, k);
+  return static_cast<size_t>(n * (k + m)) + (scratch + sizeof(float) - 1) / sizeof(float);
+}
+
+void head_linear(const NodeArgs& a, bool reference) {
+  const Tensor &x = *a.inputs[0], &w = *a.inputs[1];
+  const int64_t n = x.dim(0), heads = x.dim(1), k = x.dim(2), m = w.dim(1);
+  float* xs = a.workspace;
+  float* ys = xs + n * k;
+  const size_t wbytes = static_cast<size_t>(m * k) * dtype_size(w.dtype());
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t t = 0; t < n; ++t)
+      std::memcpy(xs + t * k, x.data<float>() + (t * heads + h) * k,
+                  static_cast<size_t>(k) * sizeof(float));
+    const void* wh = w.data<uint8_t>() + static_cast<size_t>(h) * wbytes;
+    if (reference)
+      cpu::matmul_reference(xs, wh, w.dtype(), nullptr, ys, n, m, k);
+    else
+      cpu::matmul_fast(xs, wh, w.dtype(), nullptr, ys, n, m, k, ys + n * m, a.pool);
+    for (int64_t t = 0; t < n; ++t)
+      std::memcpy(a.out.mut<float>() + (t * heads + h) * m, ys + t * m,
+                  static_cast<size_t>(m) * sizeof(float));
   }
 }
 
@@ -139,6 +177,10 @@ class CpuBackend : public Backend {
       return cpu::experts_workspace_floats(
           node.shape[0], node.shape[1], up.shape[0], node.params.top_k,
           static_cast<int64_t>(node.inputs.size() - 2) / 3, reference_ ? DType::F32 : up.dtype);
+    }
+    if (node.op == Op::HeadLinear) {
+      const graph::Node& w = g.at(node.inputs[1]);
+      return head_linear_floats(node.shape[0], w.shape[2], w.shape[1], w.dtype, reference_);
     }
     if (node.op != Op::Attention) return 0;
     const int64_t heads = node.shape[1];
@@ -303,6 +345,21 @@ class CpuBackend : public Backend {
                      reference_, a.pool);
         return;
       }
+      case Op::Concat: {
+        const Tensor& b = *a.inputs[1];
+        const int64_t da = x->dim(-1), db = b.dim(-1), rows = x->numel() / da;
+        float* o = a.out.mut<float>();
+        for (int64_t r = 0; r < rows; ++r) {
+          std::memcpy(o + r * (da + db), x->data<float>() + r * da,
+                      static_cast<size_t>(da) * sizeof(float));
+          std::memcpy(o + r * (da + db) + da, b.data<float>() + r * db,
+                      static_cast<size_t>(db) * sizeof(float));
+        }
+        return;
+      }
+      case Op::HeadLinear:
+        head_linear(a, reference_);
+        return;
       case Op::Rows: {
         const Tensor& idx = *a.inputs[1];
         const int64_t rows = x->dim(0), dim = x->dim(1);

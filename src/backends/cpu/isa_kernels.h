@@ -32,6 +32,10 @@ struct AttentionArgs {
   int64_t slots = 0;
   float* scratch = nullptr;
   int64_t scratch_stride = 0;
+  // Values [max_seq, kv_heads, v_dim] in rows of v_row floats, kv heads v_head floats apart;
+  // out is [tokens, heads, v_dim]. MLA's values are the keys' first v_dim dims: v_cache is
+  // k_cache, with the keys' strides.
+  int64_t v_dim = 0, v_row = 0, v_head = 0;
 };
 
 // One level's kernels, declared alike in each level's namespace. Rows [n0, n1) of
