@@ -6,9 +6,8 @@
 #include "models/decoder.h"
 
 namespace lathe {
-namespace {
+namespace {}  // namespace
 
-// Marks the tensors of layers `first` and above (model.layers.N. with N >= first) unused.
 void ignore_layers_from(Weights& w, int64_t first) {
   const std::string prefix = "model.layers.";
   w.ignore_if([&](const std::string& name) {
@@ -20,6 +19,8 @@ void ignore_layers_from(Weights& w, int64_t first) {
     return end > prefix.size() && end < name.size() && name[end] == '.' && layer >= first;
   });
 }
+
+namespace {
 
 // transformers LlamaModel / LlamaDecoderLayer: x + attn(norm(x)), then x + mlp(norm(x)).
 class LlamaFamilyModel : public Decoder {

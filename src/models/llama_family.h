@@ -64,6 +64,10 @@ struct LlamaFamilyDefaults {
 };
 LlamaFamilyConfig read_llama_family_config(const Checkpoint& ckpt, const LlamaFamilyDefaults& d);
 
+// Marks the tensors of layers `first` and above (model.layers.N. with N >= first) unused: the
+// multi-token prediction layers Glm4Moe and DeepseekV3 checkpoints append.
+void ignore_layers_from(Weights& w, int64_t first);
+
 // Reads use_sliding_window / sliding_window / max_window_layers / layer_types as Qwen2Config
 // and Qwen3Config turn them into per-layer windows.
 std::vector<int64_t> read_qwen_layer_windows(const JsonFields& cfg, int64_t num_layers);

@@ -41,6 +41,7 @@ std::unique_ptr<Model> load_qwen3_moe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_olmoe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_granitemoe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_glm4_moe(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_deepseek_v3(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -114,6 +115,9 @@ const std::vector<ArchitectureEntry>& architectures() {
       {"Glm4MoeForCausalLM", "glm4_moe", load_glm4_moe,
        "partial rotary, q/k/v biases; sigmoid grouped router with correction bias, shared "
        "experts, dense first layers"},
+      {"DeepseekV3ForCausalLM", "deepseek_v3", load_deepseek_v3,
+       "multi-head latent attention (compressed latent cache), sigmoid grouped router with "
+       "correction bias, shared experts, dense first layers"},
   };
   return table;
 }
