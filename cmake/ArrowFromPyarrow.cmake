@@ -1,6 +1,7 @@
 # Apache Arrow C++ and Parquet as PyPI's pyarrow wheel ships them (headers and shared
 # libraries inside the package), since Debian 12 does not package Arrow. Defines the imported
-# targets lathe::arrow and lathe::parquet.
+# targets lathe::arrow and lathe::parquet, and installs both libraries into
+# PREFIX/lib/lathe (`cmake --install`), where the installed binary finds them (src/cli).
 #
 # The Python interpreter is LATHE_PYTHON when set, else the lab's virtual environment
 # (tools/setup.sh --python makes it at ~/.cache/lathe/venv), else python3 on PATH.
@@ -42,6 +43,10 @@ function(_lathe_arrow_lib target stem)
   add_library(${target} SHARED IMPORTED GLOBAL)
   set_target_properties(${target} PROPERTIES IMPORTED_LOCATION "${_lib}"
     INTERFACE_INCLUDE_DIRECTORIES "${ARROW_INCLUDE_DIR}")
+  # Under its soname (the name the binary asks for), the file itself should it be a link.
+  file(REAL_PATH "${_lib}" _file)
+  get_filename_component(_soname "${_lib}" NAME)
+  install(FILES "${_file}" DESTINATION lib/lathe RENAME "${_soname}")
 endfunction()
 _lathe_arrow_lib(lathe::arrow arrow)
 _lathe_arrow_lib(lathe::parquet parquet)

@@ -6,7 +6,8 @@
 # No network (after setup), no GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/setup.sh
+# Only the lathe binary is built here; tools/test.sh builds the tests.
+tools/setup.sh --lathe-only
 BUILD="${LATHE_BUILD:-build}"
 OUT="lab-results/$(date -u +%Y%m%dT%H%M%SZ)"
 "$BUILD/lathe" lab run --out "$OUT" "$@"

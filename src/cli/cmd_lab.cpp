@@ -45,8 +45,16 @@ subcommands:
   refresh              read the Hub's model listing into catalog files (see --help)
 )";
 
+// A file of the source tree the lab reads (the tiny fixtures, the reference bridge): in the
+// working directory when it is there, else in the copy installed beside the binary
+// (PREFIX/share/lathe for PREFIX/bin/lathe, `cmake --install`), else in the source tree this
+// binary was built from.
 fs::path source_path(const std::string& relative) {
   if (fs::exists(relative)) return fs::absolute(relative);
+  std::error_code ec;
+  const fs::path installed =
+      self_executable().parent_path().parent_path() / "share" / "lathe" / relative;
+  if (fs::exists(installed, ec)) return installed;
   return fs::path(kLatheSourceDir) / relative;
 }
 
