@@ -1,6 +1,7 @@
 // lathe pull ORG/NAME[@REVISION]: a Hub model's files into the Hugging Face cache.
 #include <unistd.h>
 
+#include <iomanip>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -62,9 +63,9 @@ int cmd_pull(int argc, char** argv) {
   o.progress = tty;
   const hub::PullResult r = hub::pull(*ref, o);
   if (tty)
-    std::cerr << ref->text() << ": commit " << r.commit << ", " << r.files.size() << " files, "
-              << r.bytes_total / 1048576.0 << " MiB (" << r.bytes_downloaded / 1048576.0
-              << " MiB downloaded)\n";
+    std::cerr << std::fixed << std::setprecision(1) << ref->text() << ": commit " << r.commit
+              << ", " << r.files.size() << " files, " << r.bytes_total / 1048576.0 << " MiB ("
+              << r.bytes_downloaded / 1048576.0 << " MiB downloaded)\n";
   std::cout << r.snapshot.string() << "\n";
   return 0;
 }
