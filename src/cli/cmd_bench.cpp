@@ -1,4 +1,4 @@
-// lathe bench MODEL_DIR: load time, time to first token, prefill and decode speed and peak
+// lathe bench MODEL: load time, time to first token, prefill and decode speed and peak
 // resident memory of one checkpoint, measured through the same generate() that
 // `lathe generate` runs.
 #include <unistd.h>
@@ -123,10 +123,11 @@ int cmd_bench(int argc, char** argv) {
       {"json", "", "print one JSON object instead of the table"},
   };
   for (auto& o : runtime_options()) options.push_back(o);
+  for (auto& o : model_options()) options.push_back(o);
   Args args("bench",
             "Measures load time, time to first token, prefill and decode speed and peak "
-            "memory of a\ncheckpoint folder.",
-            {"MODEL_DIR"}, options);
+            "memory of a\ncheckpoint folder or Hub id.",
+            {"MODEL"}, options);
   args.parse(argc, argv, 2);
   if (args.help()) {
     std::cout << args.usage() << kFields;
@@ -137,7 +138,7 @@ int cmd_bench(int argc, char** argv) {
   const int64_t repeat = args.get_int("repeat", 3, 1, 1000);
   const int64_t warmup = args.get_int("warmup", 1, 0, 1000);
   const bool json = args.flag("json");
-  const std::string dir = args.positionals()[0];
+  const std::string dir = resolve_model_arg(args.positionals()[0], args);
   // Progress goes to a terminal only, so that redirected output stays clean.
   const bool progress = isatty(STDERR_FILENO);
   auto say = [&](const std::string& what) {

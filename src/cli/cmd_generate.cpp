@@ -1,4 +1,4 @@
-// lathe generate MODEL_DIR (--prompt TEXT [--chat] | --prompt-ids JSON) [--json] ...
+// lathe generate MODEL (--prompt TEXT [--chat] | --prompt-ids JSON) [--json] ...
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -125,8 +125,11 @@ int cmd_generate(int argc, char** argv) {
        "\"max_new_tokens\"), run as one batch; prints one JSON result per line, in order"},
   };
   for (auto& o : runtime_options()) options.push_back(o);
-  Args args("generate", "Generates tokens from a Hugging Face checkpoint folder.", {"MODEL_DIR"},
-            options);
+  for (auto& o : model_options()) options.push_back(o);
+  Args args("generate",
+            "Generates tokens from a Hugging Face checkpoint: a folder, or a Hub id "
+            "ORG/NAME[@REVISION] in the Hugging Face cache (docs/hub.md).",
+            {"MODEL"}, options);
   args.parse(argc, argv, 2);
   if (args.help()) {
     std::cout << args.usage();
@@ -143,7 +146,7 @@ int cmd_generate(int argc, char** argv) {
   if (auto file = args.get("prompt-file")) text = read_text_file(*file);
   if ((args.flag("chat") || args.has("system")) && !text)
     throw UsageError("lathe generate: --chat and --system need --prompt or --prompt-file");
-  const std::filesystem::path dir = args.positionals()[0];
+  const std::filesystem::path dir = resolve_model_arg(args.positionals()[0], args);
   // The tokenizer is optional with --prompt-ids: generated text is shown when there is one.
   std::optional<Tokenizer> tokenizer;
   if (text || std::filesystem::exists(dir / "tokenizer.json"))

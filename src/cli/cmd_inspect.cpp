@@ -1,4 +1,4 @@
-// lathe inspect MODEL_DIR [--json] [--graph N]: what a checkpoint holds and whether lathe runs it.
+// lathe inspect MODEL [--json] [--graph N]: what a checkpoint holds and whether lathe runs it.
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -11,21 +11,32 @@
 
 namespace lathe {
 
+namespace {
+
+std::vector<OptionSpec> inspect_options() {
+  std::vector<OptionSpec> o = {{"json", "", "print one JSON object"},
+                               {"graph", "N",
+                                "also show the step graph for a prompt of N tokens: its nodes, "
+                                "its hash (stable across runs and machines) and its planned "
+                                "arena"}};
+  for (auto& m : model_options()) o.push_back(m);
+  return o;
+}
+
+}  // namespace
+
 int cmd_inspect(int argc, char** argv) {
   Args args("inspect",
             "Describes a checkpoint folder: architecture, parameters, dtypes, memory, and whether "
             "lathe supports it (loading it fully to check).",
-            {"MODEL_DIR"},
-            {{"json", "", "print one JSON object"},
-             {"graph", "N",
-              "also show the step graph for a prompt of N tokens: its nodes, its hash "
-              "(stable across runs and machines) and its planned arena"}});
+            {"MODEL"}, inspect_options());
   args.parse(argc, argv, 2);
   if (args.help()) {
     std::cout << args.usage();
     return 0;
   }
-  const Checkpoint ckpt = Checkpoint::open(args.positionals()[0]);
+  const std::string dir = resolve_model_arg(args.positionals()[0], args);
+  const Checkpoint ckpt = Checkpoint::open(dir);
   std::map<std::string, uint64_t> params_by_dtype;
   uint64_t params = 0;
   for (const auto& name : ckpt.tensor_names()) {
@@ -35,7 +46,7 @@ int cmd_inspect(int argc, char** argv) {
     params += n;
     params_by_dtype[e.dtype_name] += n;
   }
-  Json out = {{"model_dir", args.positionals()[0]},
+  Json out = {{"model_dir", dir},
               {"architecture", ckpt.architecture()},
               {"parameters", params},
               {"parameters_by_dtype", params_by_dtype},

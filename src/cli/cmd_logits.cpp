@@ -1,4 +1,4 @@
-// lathe logits MODEL_DIR --ids FILE.json --out FILE.safetensors [--hidden-states]
+// lathe logits MODEL --ids FILE.json --out FILE.safetensors [--hidden-states]
 #include <filesystem>
 #include <iostream>
 
@@ -15,8 +15,9 @@ int cmd_logits(int argc, char** argv) {
       {"hidden-states", "", "also write every named intermediate as \"hidden.<name>\""},
   };
   for (auto& o : runtime_options()) options.push_back(o);
+  for (auto& o : model_options()) options.push_back(o);
   Args args("logits", "Writes teacher-forced logits for every position of a token sequence.",
-            {"MODEL_DIR"}, options);
+            {"MODEL"}, options);
   args.parse(argc, argv, 2);
   if (args.help()) {
     std::cout << args.usage();
@@ -30,7 +31,7 @@ int cmd_logits(int argc, char** argv) {
     fail(out.string(), ": is a folder; --out names the safetensors file to write");
   const auto ids = parse_ids(*args.get("ids"), "--ids");
   if (ids.empty()) fail("--ids: the sequence is empty");
-  auto rt = load_runtime(args.positionals()[0], args);
+  auto rt = load_runtime(resolve_model_arg(args.positionals()[0], args), args);
   for (int32_t id : ids)
     if (id >= rt->model->info().vocab_size)
       fail("--ids: token id ", id, " is outside the vocabulary of ", rt->model->info().vocab_size);

@@ -1,4 +1,4 @@
-// lathe tokenize DIR | detokenize DIR | chat-template DIR: JSON lines in, JSON lines out.
+// lathe tokenize MODEL | detokenize MODEL | chat-template MODEL: JSON lines in, JSON lines out.
 #include <iostream>
 
 #include "cli/commands.h"
@@ -10,7 +10,7 @@ namespace lathe {
 namespace {
 
 Args text_args(const std::string& command, const std::string& summary) {
-  return Args(command, summary, {"DIR"}, {});
+  return Args(command, summary, {"MODEL"}, model_options());
 }
 
 }  // namespace
@@ -18,13 +18,15 @@ Args text_args(const std::string& command, const std::string& summary) {
 int cmd_tokenize(int argc, char** argv) {
   Args args = text_args("tokenize",
                         "Encodes JSON lines {\"text\": ..., \"add_special_tokens\": true} from "
-                        "stdin with DIR/tokenizer.json; prints {\"ids\": [...]} per line.");
+                        "stdin with MODEL's tokenizer.json (a folder or a Hub id); prints "
+                        "{\"ids\": [...]} per line.");
   args.parse(argc, argv, 2);
   if (args.help()) {
     std::cout << args.usage();
     return 0;
   }
-  run_tokenize_jsonl(Tokenizer::load(args.positionals()[0]), std::cin, std::cout);
+  run_tokenize_jsonl(Tokenizer::load(resolve_model_arg(args.positionals()[0], args)), std::cin,
+                     std::cout);
   return 0;
 }
 
@@ -37,7 +39,8 @@ int cmd_detokenize(int argc, char** argv) {
     std::cout << args.usage();
     return 0;
   }
-  run_detokenize_jsonl(Tokenizer::load(args.positionals()[0]), std::cin, std::cout);
+  run_detokenize_jsonl(Tokenizer::load(resolve_model_arg(args.positionals()[0], args)), std::cin,
+                       std::cout);
   return 0;
 }
 
@@ -52,8 +55,8 @@ int cmd_chat_template(int argc, char** argv) {
     return 0;
   }
   // Every line gets its answer; a template that raised on any line makes the exit code 1.
-  const size_t failed =
-      run_chat_template_jsonl(ChatTemplate::load(args.positionals()[0]), std::cin, std::cout);
+  const size_t failed = run_chat_template_jsonl(
+      ChatTemplate::load(resolve_model_arg(args.positionals()[0], args)), std::cin, std::cout);
   if (failed) std::cerr << "error: the template raised on " << failed << " line(s)\n";
   return failed ? 1 : 0;
 }

@@ -24,9 +24,17 @@ int cmd_detokenize(int argc, char** argv);
 int cmd_chat_template(int argc, char** argv);
 int cmd_architectures(int argc, char** argv);
 int cmd_lab(int argc, char** argv);
+int cmd_pull(int argc, char** argv);
 
 // Options shared by the commands that run a model.
 std::vector<OptionSpec> runtime_options();
+
+// --pull, --offline and --token: how a MODEL argument that names a Hub id is found.
+std::vector<OptionSpec> model_options();
+// The folder a command's MODEL argument names: an existing path as given, a Hub id
+// (ORG/NAME[@REVISION]) as its snapshot in the Hugging Face cache (pulled first with --pull);
+// throws lathe::Error naming the `lathe pull` command when the cache lacks it.
+std::string resolve_model_arg(const std::string& arg, const Args& args);
 
 // A model loaded for running, with the threads it runs on.
 struct Runtime {

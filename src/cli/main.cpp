@@ -16,18 +16,22 @@ const char* kUsage = R"(usage: lathe COMMAND [ARGS] [--help]
 Runs Hugging Face checkpoints natively on CPU cores.
 
 commands:
-  generate MODEL_DIR     generate tokens from a prompt
-  logits MODEL_DIR       teacher-forced logits of a token sequence, to a safetensors file
-  bench MODEL_DIR        load time, time to first token, prefill and decode speed, peak memory
-  inspect MODEL_DIR      architecture, parameters, memory, and whether lathe supports it
-  tokenize DIR           JSON lines of text in, token ids out (tokenizer.json)
-  detokenize DIR         JSON lines of token ids in, text out
-  chat-template DIR      JSON lines of conversations in, rendered prompts out
+  generate MODEL         generate tokens from a prompt
+  logits MODEL           teacher-forced logits of a token sequence, to a safetensors file
+  bench MODEL            load time, time to first token, prefill and decode speed, peak memory
+  inspect MODEL          architecture, parameters, memory, and whether lathe supports it
+  tokenize MODEL         JSON lines of text in, token ids out (tokenizer.json)
+  detokenize MODEL       JSON lines of token ids in, text out
+  chat-template MODEL    JSON lines of conversations in, rendered prompts out
+  pull ORG/NAME[@REV]    download a Hub model into the Hugging Face cache (docs/hub.md)
   tiny build|check       tiny test checkpoints and their comparison with transformers
   architectures          the supported architectures (--markdown: docs/architectures.md)
   lab run|report|diff|merge|catalog|serve
                          the compatibility lab: run models, compare with transformers,
                          write a Parquet dataset, serve it in the explorer (lathe lab --help)
+
+MODEL is a checkpoint folder or a Hub id ORG/NAME[@REVISION] found in the Hugging Face cache
+(fetched by lathe pull, or by --pull).
 
 lathe help COMMAND (or lathe COMMAND --help) describes a command; lathe --version prints the
 version and the commit lathe was built from; lathe --cpu-kernels the fast kernel levels this
@@ -50,6 +54,7 @@ int dispatch(int argc, char** argv) {
   if (cmd == "chat-template") return cmd_chat_template(argc, argv);
   if (cmd == "architectures") return cmd_architectures(argc, argv);
   if (cmd == "lab") return cmd_lab(argc, argv);
+  if (cmd == "pull") return cmd_pull(argc, argv);
   if (cmd == "--cpu-kernels") {  // the fast kernel levels (backends/cpu/isa.h)
     std::cout << "default: " << cpu::isa_name(cpu::default_isa())
               << "\nactive: " << cpu::isa_name(cpu::active_isa()) << "\navailable:";

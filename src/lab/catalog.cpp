@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "io/durable.h"
+#include "io/hub_cache.h"
 #include "lab/row.h"
 
 namespace lathe {
@@ -156,12 +157,7 @@ void write_catalog(const Catalog& c, const fs::path& file) {
 }
 
 fs::path default_hf_hub_cache() {
-  if (const char* v = std::getenv("HF_HUB_CACHE"); v && *v) return v;
-  if (const char* v = std::getenv("HF_HOME"); v && *v) return fs::path(v) / "hub";
-  if (const char* v = std::getenv("XDG_CACHE_HOME"); v && *v)
-    return fs::path(v) / "huggingface" / "hub";
-  const char* home = std::getenv("HOME");
-  return fs::path(home ? home : ".") / ".cache" / "huggingface" / "hub";
+  return hub::cache_dir();
 }
 
 std::optional<fs::path> find_in_hf_cache(const fs::path& hf_hub, const std::string& id,

@@ -138,7 +138,7 @@ TEST_F(BenchCli, BadArgumentsFailClearly) {
   expect(m + " --threads 0", 2, "--threads must be between 1");
   expect(m + " --dtype f64", 2, "--dtype must be f32 or bf16");
   expect(m + " --bogus", 2, "unknown option --bogus");
-  expect("bench", 2, "expected MODEL_DIR");
+  expect("bench", 2, "expected MODEL");
   // The default 512-token prompt does not fit the tiny model's 64 positions.
   expect(m, 1, "need 544 positions; the KV cache holds 64 (raise --max-seq)");
   expect(m + " --prompt-tokens 16 --max-seq 8", 1, "the KV cache holds 8");

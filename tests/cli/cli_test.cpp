@@ -55,7 +55,8 @@ TEST(Cli, EveryHelpExitsZeroWithFullHelpWrapped) {
                                              "lab merge",
                                              "lab catalog",
                                              "lab catalog refresh",
-                                             "lab serve"};
+                                             "lab serve",
+                                             "pull"};
   for (const auto& c : commands) {
     const auto r = testing::run_lathe_split(c + (c.empty() ? "" : " ") + "--help");
     EXPECT_EQ(r.exit_code, 0) << c << ": " << r.out << r.err;

@@ -60,6 +60,24 @@ inline SplitRunResult run_lathe_split(const std::string& args) {
   return r;
 }
 
+// Runs `ENV lathe ARGS` (ENV: a command prefix such as "env A=1") with stdout and stderr
+// captured apart.
+inline SplitRunResult run_lathe_split_env(const std::string& env, const std::string& args) {
+  SplitRunResult r;
+  char err_file[] = "/tmp/lathe-test-stderr-XXXXXX";
+  const int fd = mkstemp(err_file);
+  if (fd < 0) return r;
+  close(fd);
+  const RunResult run =
+      run_shell(env + " " + std::string(LATHE_BINARY) + " " + args + " 2>" + err_file);
+  r.exit_code = run.exit_code;
+  r.out = run.out;
+  std::ifstream in(err_file, std::ios::binary);
+  r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::remove(err_file);
+  return r;
+}
+
 // Runs `lathe ARGS` with file writes limited to `kib` KiB (RLIMIT_FSIZE, SIGXFSZ ignored, so
 // a write past the limit fails with EFBIG as it would with ENOSPC on a full disk).
 inline RunResult run_lathe_with_full_disk(int kib, const std::string& args) {
