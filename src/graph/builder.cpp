@@ -268,7 +268,7 @@ Value Builder::route(Value logits, const RouteParams& p, Value bias) {
   if (p.top_k < 1 || p.top_k > experts)
     fail("internal: route: top ", p.top_k, " of ", experts, " experts");
   if (p.groups < 1 || experts % p.groups != 0 || p.top_groups < 1 || p.top_groups > p.groups ||
-      (p.groups > 1 && p.routing != Routing::Sigmoid) ||
+      (p.groups > 1 && p.routing != Routing::Sigmoid && p.routing != Routing::SoftmaxGreedy) ||
       p.top_k > p.top_groups * (experts / p.groups))
     fail("internal: route: ", experts, " experts in ", p.groups, " groups, best ", p.top_groups,
          ", top ", p.top_k);

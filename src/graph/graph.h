@@ -71,11 +71,14 @@ enum class PositionBias : uint8_t { None, Alibi, AlibiFalcon };
 // How a Route node turns router logits into k experts per token (transformers' routers):
 //   SoftmaxTopK: softmax over the experts, the k largest (Mixtral, Qwen2Moe, Qwen3Moe, Olmoe);
 //   TopKSoftmax: the k largest logits, softmax over those k (GraniteMoe);
-//   Sigmoid:     sigmoid scores, chosen by score + bias within the best groups, weighted by
-//                the scores without the bias (DeepseekV3, Glm4Moe).
+//   Sigmoid:     sigmoid scores, chosen by score + bias within the best groups (each scored
+//                by its two best), weighted by the scores without the bias (DeepseekV3,
+//                Glm4Moe);
+//   SoftmaxGreedy: softmax, the k largest within the best groups (each scored by its best;
+//                groups 1: all), in torch.topk(sorted=False)'s order (DeepseekV2).
 // Weights are then divided by their sum when `norm_topk` is set (adding eps to the sum) and
 // multiplied by `scale` (routed_scaling_factor).
-enum class Routing : uint8_t { SoftmaxTopK, TopKSoftmax, Sigmoid };
+enum class Routing : uint8_t { SoftmaxTopK, TopKSoftmax, Sigmoid, SoftmaxGreedy };
 
 // Op parameters: one flat record, so that hashing and printing treat every op alike. Fields
 // an op does not use stay at their defaults.

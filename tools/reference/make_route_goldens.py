@@ -5,7 +5,7 @@ logits full of ties, the reference for lathe's Route op (tests/backends/moe_test
 - topk: torch.topk(values, k, sorted) on CPU for vectors of few distinct values, so that the
   order among equal values (which torch leaves to its partial sort) is pinned down;
 - routers: the router modules of transformers (MixtralTopKRouter, Qwen2MoeTopKRouter,
-  GraniteMoeTopKRouter, DeepseekV3TopkRouter) called on hidden states equal to the logits
+  GraniteMoeTopKRouter, DeepseekV2TopkRouter, DeepseekV3TopkRouter) called on hidden states equal to the logits
   with an identity router weight, so their logits are exactly the given ones.
 
 Usage: make_route_goldens.py [--out tests/fixtures/moe/routes.json]   (needs torch + transformers)
@@ -16,6 +16,7 @@ import pathlib
 
 import torch
 import transformers
+from transformers.models.deepseek_v2.modeling_deepseek_v2 import DeepseekV2TopkRouter
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3TopkRouter
 from transformers.models.granitemoe.modeling_granitemoe import GraniteMoeTopKRouter
 from transformers.models.mixtral.modeling_mixtral import MixtralTopKRouter
@@ -75,6 +76,17 @@ def router_cases(gen):
                    top_groups=top_groups, norm_eps=1e-20)
         case["bias"] = bias.tolist()
         cases.append(case)
+    for experts, k, method, groups, top_groups, scale in [(8, 2, "greedy", 1, 1, 1.0),
+                                                          (16, 3, "group_limited_greedy", 4, 2, 2.0),
+                                                          (12, 4, "group_limited_greedy", 3, 2, 1.0)]:
+        logits = tie_values(gen, (5, experts), 3)
+        router = identity_router(DeepseekV2TopkRouter(transformers.DeepseekV2Config(
+            hidden_size=experts, num_attention_heads=1, num_key_value_heads=1,
+            n_routed_experts=experts, num_experts_per_tok=k,
+            topk_method=method, n_group=groups, topk_group=top_groups,
+            routed_scaling_factor=scale)), experts)
+        cases.append(run("softmax_greedy", router, logits, k, scale=scale, groups=groups,
+                         top_groups=top_groups))
     return cases
 
 

@@ -39,20 +39,28 @@ void softmax(const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] /= sum;
 }
 
-// DeepseekV3TopkRouter / Glm4Moe for one token: groups scored by the sum of their two best
-// choice scores, experts outside the best top_groups groups masked to -inf, then the top k of
-// what is left (torch.topk(sorted=False) both times).
+// The grouped choice for one token, as DeepseekV3TopkRouter / Glm4Moe (Sigmoid: groups scored
+// by the sum of their two best choice scores, the rest masked to -inf) and DeepseekV2's
+// group_limited_greedy (SoftmaxGreedy: groups scored by their best, the rest masked to 0) make
+// it: experts outside the best top_groups groups masked, then the top k of what is left
+// (torch.topk(sorted=False) both times).
 void grouped_choice(const float* choice, int64_t experts, const graph::Params& p, int64_t* ids,
                     std::vector<float>& masked) {
   const int64_t per_group = experts / p.groups;
+  const bool v3 = p.routing == graph::Routing::Sigmoid;
   masked.assign(choice, choice + experts);
   if (p.groups > 1) {
     std::vector<float> group_scores(static_cast<size_t>(p.groups));
     int64_t best[2];
     for (int64_t g = 0; g < p.groups; ++g) {
-      torch_topk(choice + g * per_group, per_group, std::min<int64_t>(2, per_group), true, best);
-      group_scores[static_cast<size_t>(g)] =
-          choice[g * per_group + best[0]] + (per_group > 1 ? choice[g * per_group + best[1]] : 0);
+      const float* c = choice + g * per_group;
+      float& score = group_scores[static_cast<size_t>(g)];
+      if (v3) {
+        torch_topk(c, per_group, std::min<int64_t>(2, per_group), true, best);
+        score = c[best[0]] + (per_group > 1 ? c[best[1]] : 0);
+      } else {
+        score = *std::max_element(c, c + per_group);
+      }
     }
     std::vector<int64_t> keep(static_cast<size_t>(p.top_groups));
     torch_topk(group_scores.data(), p.groups, p.top_groups, false, keep.data());
@@ -60,7 +68,7 @@ void grouped_choice(const float* choice, int64_t experts, const graph::Params& p
     for (int64_t g : keep) kept[static_cast<size_t>(g)] = true;
     for (int64_t e = 0; e < experts; ++e)
       if (!kept[static_cast<size_t>(e / per_group)])
-        masked[static_cast<size_t>(e)] = -std::numeric_limits<float>::infinity();
+        masked[static_cast<size_t>(e)] = v3 ? -std::numeric_limits<float>::infinity() : 0.0f;
   }
   torch_topk(masked.data(), experts, p.top_k, false, ids);
 }
@@ -85,6 +93,11 @@ void route(const float* logits, const float* bias, int64_t tokens, int64_t exper
         torch_topk(l, experts, k, true, ids.data());
         for (int64_t j = 0; j < k; ++j) top[static_cast<size_t>(j)] = l[ids[j]];
         softmax(top.data(), k, w);
+        break;
+      case graph::Routing::SoftmaxGreedy:
+        softmax(l, experts, scores.data());
+        grouped_choice(scores.data(), experts, p, ids.data(), masked);
+        for (int64_t j = 0; j < k; ++j) w[j] = masked[static_cast<size_t>(ids[j])];
         break;
       case graph::Routing::Sigmoid: {
         for (int64_t e = 0; e < experts; ++e)
