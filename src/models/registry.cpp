@@ -42,6 +42,7 @@ std::unique_ptr<Model> load_olmoe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_granitemoe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_glm4_moe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_deepseek_v3(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_deepseek_v2(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -118,6 +119,9 @@ const std::vector<ArchitectureEntry>& architectures() {
       {"DeepseekV3ForCausalLM", "deepseek_v3", load_deepseek_v3,
        "multi-head latent attention (compressed latent cache), sigmoid grouped router with "
        "correction bias, shared experts, dense first layers"},
+      {"DeepseekV2ForCausalLM", "deepseek_v2", load_deepseek_v2,
+       "multi-head latent attention (compressed latent cache), softmax router (greedy or "
+       "group-limited), shared experts"},
   };
   return table;
 }
