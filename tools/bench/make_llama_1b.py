@@ -34,6 +34,25 @@ def bf16(rng, shape, scale=0.02):
     return x.astype(np.uint16)
 
 
+def write_safetensors(path, tensors):
+    """bf16 tensors (uint16 arrays) in the safetensors layout, written directly (safetensors.numpy
+    has no bf16 type), atomically."""
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for k, v in tensors.items():
+        header[k] = {"dtype": "BF16", "shape": list(v.shape),
+                     "data_offsets": [offset, offset + v.nbytes]}
+        offset += v.nbytes
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(len(raw).to_bytes(8, "little"))
+        fh.write(raw)
+        for v in tensors.values():
+            fh.write(v.tobytes())
+    os.replace(tmp, path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
@@ -60,21 +79,7 @@ def main():
                             ("mlp.gate_proj", (f, d)), ("mlp.up_proj", (f, d)),
                             ("mlp.down_proj", (d, f))):
             t[p + name + ".weight"] = bf16(rng, shape)
-    # The safetensors layout written directly (safetensors.numpy has no bf16 type).
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for k, v in t.items():
-        header[k] = {"dtype": "BF16", "shape": list(v.shape),
-                     "data_offsets": [offset, offset + v.nbytes]}
-        offset += v.nbytes
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
-    tmp = os.path.join(a.out, "model.safetensors.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(len(raw).to_bytes(8, "little"))
-        fh.write(raw)
-        for v in t.values():
-            fh.write(v.tobytes())
-    os.replace(tmp, os.path.join(a.out, "model.safetensors"))
+    write_safetensors(os.path.join(a.out, "model.safetensors"), t)
     with open(os.path.join(a.out, "config.json"), "w") as fh:
         json.dump(c, fh, indent=2)
     for name in TOKENIZER_FILES:
