@@ -43,6 +43,7 @@ std::unique_ptr<Model> load_granitemoe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_glm4_moe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_deepseek_v3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_deepseek_v2(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_glm4_moe_lite(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -122,6 +123,8 @@ const std::vector<ArchitectureEntry>& architectures() {
       {"DeepseekV2ForCausalLM", "deepseek_v2", load_deepseek_v2,
        "multi-head latent attention (compressed latent cache), softmax router (greedy or "
        "group-limited), shared experts"},
+      {"Glm4MoeLiteForCausalLM", "glm4_moe_lite", load_glm4_moe_lite,
+       "DeepSeek-V3's latent attention with Glm4Moe's experts; dense layers by mlp_layer_types"},
   };
   return table;
 }
