@@ -1,5 +1,5 @@
 // What an unsupported checkpoint needs that lathe lacks: features read off config.json
-// (mixture of experts, latent attention, a vision tower, ...), for `lathe inspect` and the lab.
+// (a vision tower, state-space layers, quantized weights, ...), for `lathe inspect` and the lab.
 #pragma once
 
 #include <string>
@@ -10,8 +10,8 @@
 namespace lathe {
 
 struct FeatureSignal {
-  std::string feature;   // "mixture-of-experts routing"
-  std::string evidence;  // "config.json field \"num_local_experts\" = 8"
+  std::string feature;   // "quantized weights"
+  std::string evidence;  // "config.json field \"quantization_config\" = {...}"
 };
 
 // The features config.json shows that no supported architecture implements. Empty when

@@ -250,20 +250,22 @@ TEST_F(CliModel, InspectReportsSupport) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("supported:    no: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("MambaForCausalLM"), std::string::npos) << r.out;
-  // An unsupported architecture with a feature signal: the missing feature is named.
-  cfg["architectures"] = {"MixtralForCausalLM"};
+  // An unsupported architecture with feature signals: the missing features are named (a
+  // mixture of experts is not one: lathe routes experts).
+  cfg["architectures"] = {"PhimoeForCausalLM"};
   cfg["num_local_experts"] = 8;
   cfg["quantization_config"] = {{"quant_method", "awq"}};
+  cfg["vision_config"] = {{"hidden_size", 32}};
   testing::write_file(dir / "config.json", cfg.dump());
   r = run_lathe("inspect " + dir.path().string() + " --json");
   EXPECT_EQ(r.exit_code, 1);
   const Json moe = Json::parse(r.out.substr(0, r.out.rfind('}') + 1));
   ASSERT_EQ(moe["missing_features"].size(), 2u) << r.out;
-  EXPECT_EQ(moe["missing_features"][0]["feature"], "mixture-of-experts routing");
-  EXPECT_EQ(moe["missing_features"][0]["evidence"], "config.json field \"num_local_experts\" = 8");
+  EXPECT_EQ(moe["missing_features"][0]["feature"], "a vision encoder (image inputs)");
+  EXPECT_EQ(moe["missing_features"][0]["evidence"], "config.json field \"vision_config\" = {...}");
   EXPECT_EQ(moe["missing_features"][1]["feature"], "quantized weights");
   r = run_lathe("inspect " + dir.path().string());
-  EXPECT_NE(r.out.find("missing:      mixture-of-experts routing"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("missing:      quantized weights"), std::string::npos) << r.out;
 }
 
 // Non-finite or out-of-range sampling parameters are usage errors (exit 2, one line naming
