@@ -31,6 +31,13 @@ int cmd_architectures(int argc, char** argv) {
                "| --- | --- | --- |\n";
   for (const auto& e : architectures())
     std::cout << "| " << e.name << " | " << e.model_type << " | " << e.notes << " |\n";
+  std::cout << "\n## Not implemented yet\n\n"
+               "Architectures of the most used models that lathe does not run yet, and what "
+               "each needs beyond what lathe has (the lab names it for such a model).\n\n"
+               "| architecture | what it needs |\n"
+               "| --- | --- |\n";
+  for (const auto& e : planned_architectures())
+    std::cout << "| " << e.name << " | " << e.needs << " |\n";
   return 0;
 }
 

@@ -306,6 +306,8 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
     row.architecture = archs[0].get<std::string>();
     if (!find_architecture(row.architecture)) {
       std::string needs;
+      if (const PlannedArchitecture* planned = find_planned_architecture(row.architecture))
+        needs = cat("; it needs ", planned->needs);
       for (const auto& f : unsupported_features(config))
         needs += cat(needs.empty() ? "; it needs " : ", ", f.feature, " (", f.evidence, ")");
       record_error("unsupported", "unsupported_architecture",

@@ -129,6 +129,35 @@ const std::vector<ArchitectureEntry>& architectures() {
   return table;
 }
 
+const std::vector<PlannedArchitecture>& planned_architectures() {
+  static const std::vector<PlannedArchitecture> table = {
+      {"GptOssForCausalLM",
+       "MXFP4 expert weights (*_blocks, *_scales) with their own matmul kernel, attention sinks, "
+       "clamped SwiGLU with biases on interleaved gate/up rows, expert biases"},
+      {"Ernie4_5_MoeForCausalLM",
+       "its router (softmax scores chosen with moe_statics' correction bias, weights divided by "
+       "max(sum, moe_norm_min)) and moe_layer_start_index / interval / end_index"},
+      {"PhimoeForCausalLM",
+       "sparsemixer routing (top-2 by masked softmax over a jitter threshold)"},
+      {"Llama4ForCausalLM",
+       "chunked attention, NoPE layers with attention temperature tuning, a sigmoid top-1 router "
+       "that scales the expert's input, L2-normed q/k"},
+      {"Lfm2MoeForCausalLM", "short gated convolution layers (recurrent state: the hybrid issue)"},
+      {"DeepseekV4ForCausalLM",
+       "hyper-connections, compressed sparse attention (HCA / CSA compressors, an indexer that "
+       "picks the keys), a hash router beside the top-k one"},
+      {"GlmMoeDsaForCausalLM",
+       "DeepSeek sparse attention: an indexer scoring the keys each query attends to"},
+  };
+  return table;
+}
+
+const PlannedArchitecture* find_planned_architecture(const std::string& name) {
+  for (const auto& e : planned_architectures())
+    if (name == e.name) return &e;
+  return nullptr;
+}
+
 const ArchitectureEntry* find_architecture(const std::string& name) {
   for (const auto& e : architectures())
     if (name == e.name) return &e;

@@ -20,6 +20,15 @@ struct ArchitectureEntry {
 
 // Every supported architecture, in the order the docs list them.
 const std::vector<ArchitectureEntry>& architectures();
+
+// Architectures of the most used models that lathe does not run yet, with what each needs
+// beyond what lathe has (docs/architectures.md; the lab names it for an unsupported row).
+struct PlannedArchitecture {
+  const char* name;
+  const char* needs;
+};
+const std::vector<PlannedArchitecture>& planned_architectures();
+const PlannedArchitecture* find_planned_architecture(const std::string& name);
 const ArchitectureEntry* find_architecture(const std::string& name);
 
 // Loads the model a checkpoint's config names. Throws lathe::Error naming config.json's
