@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "backends/cpu/isa.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "lab/golden_check.h"
@@ -70,6 +71,7 @@ int tiny_check(int argc, char** argv) {
   if (fixtures.empty())
     fail(root.string(), ": no tiny fixtures in this folder (folders with goldens.json)");
   const DType storage = parse_storage(args.get_or("storage", "f32"));
+  const bool bf16_activations = storage == DType::BF16 && cpu::active_isa() == cpu::Isa::Avx512Bf16;
   const int threads = static_cast<int>(args.get_int("threads", 2, 1, 1024));
   ThreadPool pool(threads);
   Context ctx{&pool, args.flag("reference-kernels"), args.flag("eager")};
@@ -81,12 +83,17 @@ int tiny_check(int argc, char** argv) {
     const GoldenCheck r = check_golden_fixture(f, work / f.filename(), {storage, 1}, storage, ctx);
     // bf16 storage: against transformers on the same rounded weights where the goldens have
     // them (f32 tolerance, the same tokens), else the rounding drift against f32 transformers.
+    // On the opt-in avx512bf16 level bf16 activations meet bf16 weights: that is not the
+    // rounded goldens' computation, and bf16 runs are held to the drift tolerance there.
+    const bool exact = storage == DType::F32 || (r.rounded && !bf16_activations);
     const LogitComparison& logits = r.rounded ? r.rounded->logits : r.logits;
     const auto& mismatch = r.rounded ? r.rounded->first_token_mismatch : r.first_token_mismatch;
     const auto& reference = r.rounded ? r.rounded->greedy_reference : r.greedy_reference;
-    const double tol = r.rounded || storage == DType::F32 ? kF32Nmse : kBf16Nmse;
-    const bool pass = logits.nmse <= tol && r.route_mismatches == 0 &&
-                      (!mismatch || (storage != DType::F32 && !r.rounded));
+    // (Mixtures of experts under bf16 activations: routes flip at near-ties, so their logits
+    // are held to top-1 agreement only.)
+    const bool pass =
+        exact ? logits.nmse <= kF32Nmse && r.route_mismatches == 0 && !mismatch
+              : (r.route_choices > 0 ? logits.top1_agreement >= 0.9 : logits.nmse <= kBf16Nmse);
     failures += !pass;
     std::printf(
         "%-28s %-20s %10.2e %8.1f%% %7s  %s\n", r.name.c_str(), r.architecture.c_str(), logits.nmse,
@@ -96,9 +103,13 @@ int tiny_check(int argc, char** argv) {
         pass ? "PASS" : "FAIL");
   }
   fs::remove_all(work);
-  std::printf("%zu fixtures, %d failed (tolerance NMSE %.0e, %s weights%s)\n", fixtures.size(),
-              failures, kF32Nmse, std::string(dtype_name(storage)).c_str(),
-              storage == DType::F32 ? "" : ", against transformers on the same rounded weights");
+  std::printf(
+      "%zu fixtures, %d failed (tolerance NMSE %.0e, %s weights%s)\n", fixtures.size(), failures,
+      bf16_activations ? kBf16Nmse : kF32Nmse, std::string(dtype_name(storage)).c_str(),
+      storage == DType::F32 ? ""
+      : bf16_activations
+          ? ", bf16 activations (avx512bf16): the rounding drift against the rounded weights"
+          : ", against transformers on the same rounded weights");
   if (!failures) return 0;
   std::fflush(stdout);
   std::cerr << "error: " << failures << " of " << fixtures.size()

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "backends/cpu/isa.h"
 #include "lab/golden_check.h"
 #include "support/run.h"
 
@@ -72,10 +73,21 @@ TEST_P(Golden, EagerMatchesTransformers) {
 }
 
 // A bf16 or f16 checkpoint against transformers on the same rounded weights, computed in f32
-// as lathe computes them: f32 tolerances, the same tokens and (MoE) the same experts.
+// as lathe computes them: f32 tolerances, the same tokens and (MoE) the same experts. The
+// opt-in avx512bf16 level rounds activations to bf16 as well for bf16 weights (as llama.cpp's
+// and torch's bf16 paths do), which is not that computation: there bf16 is held to the
+// rounding drift (measured NMSE 8.5e-6 .. 1.4e-4 on the dense fixtures), and mixtures of
+// experts, whose near-tied routes flip, only to top-1 agreement.
 void expect_rounded_match(const GoldenCheck& r) {
   ASSERT_TRUE(r.rounded) << r.name << ": goldens without rounded-weight logits";
   const GoldenCheck::Rounded& q = *r.rounded;
+  if (q.storage == "bf16" && cpu::active_isa() == cpu::Isa::Avx512Bf16) {
+    if (r.route_choices == 0) {
+      EXPECT_LE(q.logits.nmse, kBf16Nmse) << r.name;
+    }
+    EXPECT_GE(q.logits.top1_agreement, 0.9) << r.name;
+    return;
+  }
   EXPECT_LE(q.logits.nmse, kF32Nmse) << r.name << " max abs error " << q.logits.max_abs_error;
   EXPECT_EQ(q.logits.top1_agreement, 1.0);
   EXPECT_LE(q.decode.nmse, kF32Nmse)
