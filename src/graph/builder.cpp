@@ -274,7 +274,8 @@ Value Builder::route(Value logits, const RouteParams& p, Value bias) {
          ", top ", p.top_k);
   if (bias.valid()) {
     expect_f32(bias, "route", "bias");
-    if (p.routing != Routing::Sigmoid || shape_numel(shape(bias)) != experts)
+    if ((p.routing != Routing::Sigmoid && p.routing != Routing::SoftmaxBiased) ||
+        shape_numel(shape(bias)) != experts)
       fail("internal: route: bias ", shape_str(shape(bias)), " for ", experts, " experts");
   }
   Node n{.op = Op::Route, .inputs = {logits, bias}, .shape = {2, dim(logits, 0), p.top_k}};

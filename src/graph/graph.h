@@ -75,10 +75,12 @@ enum class PositionBias : uint8_t { None, Alibi, AlibiFalcon };
 //                by its two best), weighted by the scores without the bias (DeepseekV3,
 //                Glm4Moe);
 //   SoftmaxGreedy: softmax, the k largest within the best groups (each scored by its best;
-//                groups 1: all), in torch.topk(sorted=False)'s order (DeepseekV2).
+//                groups 1: all), in torch.topk(sorted=False)'s order (DeepseekV2);
+//   SoftmaxBiased: softmax, chosen by score + bias, weighted by the scores without it and
+//                divided by max(their sum, eps) (Ernie4_5_Moe's moe_statics, moe_norm_min).
 // Weights are then divided by their sum when `norm_topk` is set (adding eps to the sum) and
 // multiplied by `scale` (routed_scaling_factor).
-enum class Routing : uint8_t { SoftmaxTopK, TopKSoftmax, Sigmoid, SoftmaxGreedy };
+enum class Routing : uint8_t { SoftmaxTopK, TopKSoftmax, Sigmoid, SoftmaxGreedy, SoftmaxBiased };
 
 // Op parameters: one flat record, so that hashing and printing treat every op alike. Fields
 // an op does not use stay at their defaults.

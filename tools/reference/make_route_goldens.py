@@ -5,7 +5,8 @@ logits full of ties, the reference for lathe's Route op (tests/backends/moe_test
 - topk: torch.topk(values, k, sorted) on CPU for vectors of few distinct values, so that the
   order among equal values (which torch leaves to its partial sort) is pinned down;
 - routers: the router modules of transformers (MixtralTopKRouter, Qwen2MoeTopKRouter,
-  GraniteMoeTopKRouter, DeepseekV2TopkRouter, DeepseekV3TopkRouter) called on hidden states equal to the logits
+  GraniteMoeTopKRouter, DeepseekV2TopkRouter, DeepseekV3TopkRouter, Ernie4_5_MoeTopKRouter)
+  called on hidden states equal to the logits
   with an identity router weight, so their logits are exactly the given ones.
 
 Usage: make_route_goldens.py [--out tests/fixtures/moe/routes.json]   (needs torch + transformers)
@@ -18,6 +19,7 @@ import torch
 import transformers
 from transformers.models.deepseek_v2.modeling_deepseek_v2 import DeepseekV2TopkRouter
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3TopkRouter
+from transformers.models.ernie4_5_moe.modeling_ernie4_5_moe import Ernie4_5_MoeTopKRouter
 from transformers.models.granitemoe.modeling_granitemoe import GraniteMoeTopKRouter
 from transformers.models.mixtral.modeling_mixtral import MixtralTopKRouter
 from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeTopKRouter
@@ -87,6 +89,17 @@ def router_cases(gen):
             routed_scaling_factor=scale)), experts)
         cases.append(run("softmax_greedy", router, logits, k, scale=scale, groups=groups,
                          top_groups=top_groups))
+    for experts, k, norm_min in [(8, 3, 1e-12), (6, 2, 0.5)]:
+        logits = tie_values(gen, (5, experts), 3)
+        bias = tie_values(gen, (experts,), 2) / 8
+        router = identity_router(Ernie4_5_MoeTopKRouter(transformers.Ernie4_5_MoeConfig(
+            hidden_size=experts, num_attention_heads=1, num_key_value_heads=1,
+            moe_num_experts=experts, moe_k=k, moe_norm_min=norm_min)), experts)
+        with torch.no_grad():
+            router.moe_statics.e_score_correction_bias.copy_(bias.view(1, -1))
+        case = run("softmax_biased", router, logits, k, norm_eps=norm_min)
+        case["bias"] = bias.tolist()
+        cases.append(case)
     return cases
 
 

@@ -99,6 +99,18 @@ void route(const float* logits, const float* bias, int64_t tokens, int64_t exper
         grouped_choice(scores.data(), experts, p, ids.data(), masked);
         for (int64_t j = 0; j < k; ++j) w[j] = masked[static_cast<size_t>(ids[j])];
         break;
+      case graph::Routing::SoftmaxBiased: {
+        softmax(l, experts, scores.data());
+        std::vector<float> choice(scores);
+        if (bias)
+          for (int64_t e = 0; e < experts; ++e) choice[static_cast<size_t>(e)] += bias[e];
+        torch_topk(choice.data(), experts, k, true, ids.data());
+        float sum = 0;
+        for (int64_t j = 0; j < k; ++j) sum += (w[j] = scores[static_cast<size_t>(ids[j])]);
+        sum = std::max(sum, p.eps);  // torch.clamp(sum, min=moe_norm_min)
+        for (int64_t j = 0; j < k; ++j) w[j] /= sum;
+        break;
+      }
       case graph::Routing::Sigmoid: {
         for (int64_t e = 0; e < experts; ++e)
           scores[static_cast<size_t>(e)] = 1.0f / (1.0f + std::exp(-l[e]));
