@@ -28,7 +28,11 @@ MoeWeights load_moe(Weights& w, const std::string& prefix, int64_t hidden, const
   if (s.shared_inter > 0)
     m.shared = load_gated_mlp(w, prefix + names.shared, hidden, s.shared_inter);
   if (s.shared_gate) m.shared_gate = w.matrix(prefix + names.shared_gate, {1, hidden});
-  if (s.correction_bias) m.correction_bias = w.vector(prefix + names.correction_bias, {s.experts});
+  if (s.correction_bias)
+    m.correction_bias =
+        names.correction_bias_row
+            ? w.vector(prefix + names.correction_bias, {1, s.experts}).reshape({s.experts})
+            : w.vector(prefix + names.correction_bias, {s.experts});
   return m;
 }
 

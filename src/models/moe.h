@@ -39,6 +39,7 @@ struct MoeNames {
   std::string gate_up = {}, down_fused = {};
   std::string shared = "shared_expert.", shared_gate = "shared_expert_gate.weight";
   std::string correction_bias = "gate.e_score_correction_bias";
+  bool correction_bias_row = false;  // stored [1, experts] (Ernie4_5_Moe's moe_statics)
 };
 
 struct MoeWeights {

@@ -44,6 +44,7 @@ std::unique_ptr<Model> load_glm4_moe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_deepseek_v3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_deepseek_v2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_glm4_moe_lite(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_ernie4_5_moe(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -125,6 +126,9 @@ const std::vector<ArchitectureEntry>& architectures() {
        "group-limited), shared experts"},
       {"Glm4MoeLiteForCausalLM", "glm4_moe_lite", load_glm4_moe_lite,
        "DeepSeek-V3's latent attention with Glm4Moe's experts; dense layers by mlp_layer_types"},
+      {"Ernie4_5_MoeForCausalLM", "ernie4_5_moe", load_ernie4_5_moe,
+       "Ernie4_5 with experts: softmax router chosen with moe_statics' bias, shared experts, "
+       "moe_layer_start/end/interval (use_bias false)"},
   };
   return table;
 }
@@ -134,9 +138,6 @@ const std::vector<PlannedArchitecture>& planned_architectures() {
       {"GptOssForCausalLM",
        "MXFP4 expert weights (*_blocks, *_scales) with their own matmul kernel, attention sinks, "
        "clamped SwiGLU with biases on interleaved gate/up rows, expert biases"},
-      {"Ernie4_5_MoeForCausalLM",
-       "its router (softmax scores chosen with moe_statics' correction bias, weights divided by "
-       "max(sum, moe_norm_min)) and moe_layer_start_index / interval / end_index"},
       {"PhimoeForCausalLM",
        "sparsemixer routing (top-2 by masked softmax over a jitter threshold)"},
       {"Llama4ForCausalLM",
