@@ -82,7 +82,6 @@ double yarn_get_mscale(double scale, double mscale) {
   return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
 }
 
-
 }  // namespace
 
 DeepseekConfig read_deepseek_config(const Checkpoint& ckpt, const DeepseekDefaults& d) {

@@ -36,7 +36,10 @@ std::unique_ptr<Model> load_deepseek_v2(const Checkpoint& ckpt, const ModelOptio
       .scale = static_cast<float>(f.get_or<double>("routed_scaling_factor", 1.0)),
       .groups = grouped ? f.get<int64_t>("n_group") : 1,
       .top_groups = grouped ? f.get<int64_t>("topk_group") : 1};
-  c.moe.shared_inter = f.get_or<int64_t>("n_shared_experts", 2) * c.moe.inter;
+  const int64_t shared = f.get_or<int64_t>("n_shared_experts", 2);
+  if (shared < 0 || shared > (int64_t{1} << 16) || c.moe.inter > (int64_t{1} << 31))
+    fail(f.origin(), ": field \"n_shared_experts\" is ", shared, ", out of range");
+  c.moe.shared_inter = shared * c.moe.inter;
   const MoeSpec& m = c.moe;
   if (m.experts <= 0 || m.top_k <= 0 || m.inter <= 0 || m.groups <= 0 || m.top_groups <= 0 ||
       m.experts % m.groups != 0 || m.top_groups > m.groups || m.shared_inter < 0 ||
@@ -44,6 +47,8 @@ std::unique_ptr<Model> load_deepseek_v2(const Checkpoint& ckpt, const ModelOptio
     fail(f.origin(), ": ", m.experts, " experts, num_experts_per_tok ", m.top_k, ", n_group ",
          m.groups, ", topk_group ", m.top_groups, " do not fit together");
   c.layer_moe = read_first_dense_layers(f, c.num_layers, 0);
+  check_moe_spec(ckpt, f, c.moe,
+                 {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"});
   return build_deepseek(ckpt, std::move(c), opts);
 }
 

@@ -28,6 +28,8 @@ std::unique_ptr<Model> load_deepseek_v3(const Checkpoint& ckpt, const ModelOptio
                                .scale = 2.5,
                                .norm_topk = true});
   c.layer_moe = read_first_dense_layers(f, c.num_layers, 3);
+  check_moe_spec(ckpt, f, c.moe,
+                 {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"});
   return build_deepseek(ckpt, std::move(c), opts);
 }
 

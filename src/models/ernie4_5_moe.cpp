@@ -35,7 +35,10 @@ std::unique_ptr<Model> load_ernie4_5_moe(const Checkpoint& ckpt, const ModelOpti
                   .routing = graph::Routing::SoftmaxBiased,
                   .norm_eps = static_cast<float>(f.get_or<double>("moe_norm_min", 1e-12)),
                   .correction_bias = true};
-  c.moe->shared_inter = f.get_or<int64_t>("moe_num_shared_experts", 2) * c.moe->inter;
+  const int64_t shared = f.get_or<int64_t>("moe_num_shared_experts", 2);
+  if (shared < 0 || shared > (int64_t{1} << 16) || c.moe->inter > (int64_t{1} << 31))
+    fail(f.origin(), ": field \"moe_num_shared_experts\" is ", shared, ", out of range");
+  c.moe->shared_inter = shared * c.moe->inter;
   const int64_t start = f.get_or<int64_t>("moe_layer_start_index", 1);
   const int64_t end = f.get_or<int64_t>("moe_layer_end_index", c.num_layers - 1);
   const int64_t interval = f.get_or<int64_t>("moe_layer_interval", 1);
@@ -49,6 +52,7 @@ std::unique_ptr<Model> load_ernie4_5_moe(const Checkpoint& ckpt, const ModelOpti
   c.moe_names.shared = "shared_experts.";
   c.moe_names.correction_bias = "moe_statics.e_score_correction_bias";
   c.moe_names.correction_bias_row = true;
+  check_moe_spec(ckpt, f, *c.moe, {"moe_num_experts", "moe_k", "moe_intermediate_size"});
   return build_llama_family(ckpt, c, opts);
 }
 

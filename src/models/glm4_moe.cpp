@@ -39,6 +39,8 @@ std::unique_ptr<Model> load_glm4_moe(const Checkpoint& ckpt, const ModelOptions&
   c.layer_moe = read_first_dense_layers(f, c.num_layers, 1);
   c.moe_names.shared = "shared_experts.";
   c.extra_layers_ignored = true;
+  check_moe_spec(ckpt, f, *c.moe,
+                 {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"});
   return build_llama_family(ckpt, c, opts);
 }
 

@@ -40,6 +40,8 @@ std::unique_ptr<Model> load_glm4_moe_lite(const Checkpoint& ckpt, const ModelOpt
       c.layer_moe[static_cast<size_t>(i)] = types[i] == "sparse";
     }
   }
+  check_moe_spec(ckpt, f, c.moe,
+                 {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"});
   return build_deepseek(ckpt, std::move(c), opts);
 }
 

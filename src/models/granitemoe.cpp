@@ -29,6 +29,8 @@ std::unique_ptr<Model> load_granitemoe(const Checkpoint& ckpt, const ModelOption
   c.moe_names = {.router = "router.layer.weight",
                  .gate_up = "input_linear.weight",
                  .down_fused = "output_linear.weight"};
+  check_moe_spec(ckpt, f, *c.moe,
+                 {"num_local_experts", "num_experts_per_tok", "intermediate_size"});
   return build_llama_family(ckpt, c, opts);
 }
 

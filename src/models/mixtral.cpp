@@ -30,6 +30,8 @@ std::unique_ptr<Model> load_mixtral(const Checkpoint& ckpt, const ModelOptions& 
   c.layer_moe.assign(static_cast<size_t>(c.num_layers), true);
   c.moe_module = "block_sparse_moe.";
   c.moe_names = {.gate = "w1", .up = "w3", .down = "w2"};
+  check_moe_spec(ckpt, f, *c.moe,
+                 {"num_local_experts", "num_experts_per_tok", "intermediate_size"});
   return build_llama_family(ckpt, c, opts);
 }
 

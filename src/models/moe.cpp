@@ -48,7 +48,8 @@ MoeSpec read_sigmoid_moe(const JsonFields& f, const SigmoidMoeDefaults& d) {
             .top_groups = f.get_or<int64_t>("topk_group", d.top_groups),
             .correction_bias = true};
   const int64_t shared = f.get_or<int64_t>("n_shared_experts", d.shared_experts);
-  s.shared_inter = shared * s.inter;
+  if (shared < 0 || shared > (int64_t{1} << 16))
+    fail(f.origin(), ": field \"n_shared_experts\" is ", shared, ", out of range");
   for (auto [name, v] : {std::pair{"n_routed_experts", s.experts},
                          {"num_experts_per_tok", s.top_k},
                          {"moe_intermediate_size", s.inter},
@@ -60,7 +61,7 @@ MoeSpec read_sigmoid_moe(const JsonFields& f, const SigmoidMoeDefaults& d) {
       s.top_k > s.top_groups * (s.experts / s.groups))
     fail(f.origin(), ": ", s.experts, " experts in n_group ", s.groups, " groups, topk_group ",
          s.top_groups, ", num_experts_per_tok ", s.top_k, " do not fit together");
-  if (shared < 0) fail(f.origin(), ": field \"n_shared_experts\" is ", shared);
+  s.shared_inter = shared * s.inter;
   return s;
 }
 
@@ -71,6 +72,26 @@ std::vector<bool> read_first_dense_layers(const JsonFields& f, int64_t num_layer
   std::vector<bool> sparse(static_cast<size_t>(num_layers));
   for (int64_t i = 0; i < num_layers; ++i) sparse[static_cast<size_t>(i)] = i >= first;
   return sparse;
+}
+
+void check_moe_spec(const Checkpoint& ckpt, const JsonFields& f, const MoeSpec& s,
+                    const MoeFields& names) {
+  for (auto [name, v] :
+       {std::pair{names.experts, s.experts}, {names.top_k, s.top_k}, {names.inter, s.inter}})
+    if (v <= 0 || v > (int64_t{1} << 31))
+      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
+  if (s.top_k > s.experts)
+    fail(f.origin(), ": field \"", names.top_k, "\" is ", s.top_k, ", more than the ", s.experts,
+         " experts (\"", names.experts, "\")");
+  // Every expert has at least one tensor of its own (or a slice of one per layer, for 3-D
+  // layouts, whose shapes are checked against the experts count when loaded).
+  if (static_cast<uint64_t>(s.experts) > ckpt.tensor_names().size() &&
+      static_cast<uint64_t>(s.experts) * 4 > ckpt.total_tensor_bytes())
+    fail(f.origin(), ": field \"", names.experts, "\" is ", s.experts,
+         ", but the checkpoint holds ", ckpt.tensor_names().size(), " tensors");
+  if (s.shared_inter < 0 || s.shared_inter > (int64_t{1} << 31))
+    fail(f.origin(), ": the shared experts' intermediate size ", s.shared_inter,
+         " is out of range");
 }
 
 std::vector<bool> read_sparse_layers(const JsonFields& f, int64_t num_layers, int64_t experts) {

@@ -53,6 +53,18 @@ struct MoeWeights {
 MoeWeights load_moe(Weights& w, const std::string& prefix, int64_t hidden, const MoeSpec& s,
                     const MoeNames& names = {});
 
+// The config fields a MoeSpec came from, by their names in this architecture's config.json.
+struct MoeFields {
+  const char* experts = "num_experts";
+  const char* top_k = "num_experts_per_tok";
+  const char* inter = "moe_intermediate_size";
+};
+// Throws an error naming config.json's field when the spec cannot describe the checkpoint:
+// counts out of range, top-k above the experts (or the groups' experts), more experts than
+// the checkpoint has tensors (so that loading never walks a count config.json made up).
+void check_moe_spec(const Checkpoint& ckpt, const JsonFields& f, const MoeSpec& s,
+                    const MoeFields& names = {});
+
 // Reads the layers that run experts as Qwen2MoeConfig and Qwen3MoeConfig say: layer i does
 // unless it is in mlp_only_layers, when num_experts > 0 and (i + 1) % decoder_sparse_step == 0.
 std::vector<bool> read_sparse_layers(const JsonFields& f, int64_t num_layers, int64_t experts);

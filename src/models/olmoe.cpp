@@ -30,6 +30,7 @@ std::unique_ptr<Model> load_olmoe(const Checkpoint& ckpt, const ModelOptions& op
                   .inter = c.intermediate_size,
                   .norm_topk = f.get_or<bool>("norm_topk_prob", false)};
   c.layer_moe.assign(static_cast<size_t>(c.num_layers), true);
+  check_moe_spec(ckpt, f, *c.moe, {"num_experts", "num_experts_per_tok", "intermediate_size"});
   return build_llama_family(ckpt, c, opts);
 }
 

@@ -47,6 +47,7 @@ std::unique_ptr<Model> load_qwen2_moe(const Checkpoint& ckpt, const ModelOptions
                   .shared_inter = f.get_or<int64_t>("shared_expert_intermediate_size", 5632),
                   .shared_gate = true};
   c.layer_moe = read_sparse_layers(f, c.num_layers, experts);
+  check_moe_spec(ckpt, f, *c.moe, {"num_experts", "num_experts_per_tok", "moe_intermediate_size"});
   return build_llama_family(ckpt, c, opts);
 }
 

@@ -33,6 +33,7 @@ std::unique_ptr<Model> load_qwen3_moe(const Checkpoint& ckpt, const ModelOptions
                   .inter = f.get_or<int64_t>("moe_intermediate_size", 768),
                   .norm_topk = f.get_or<bool>("norm_topk_prob", false)};
   c.layer_moe = read_sparse_layers(f, c.num_layers, experts);
+  check_moe_spec(ckpt, f, *c.moe, {"num_experts", "num_experts_per_tok", "moe_intermediate_size"});
   return build_llama_family(ckpt, c, opts);
 }
 

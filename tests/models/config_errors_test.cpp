@@ -50,6 +50,41 @@ TEST(ConfigErrors, Activations) {
   EXPECT_EQ(load_error("gemma_tied", [](Json& c) { c["hidden_act"] = "gelu"; }), "");
 }
 
+// Mixture-of-experts fields that cannot describe the checkpoint are errors naming the field,
+// before anything is sized by them.
+TEST(ConfigErrors, MixturesOfExperts) {
+  expect_error(
+      "mixtral_untied_window_top2", [](Json& c) { c["num_experts_per_tok"] = 9; },
+      "field \"num_experts_per_tok\" is 9, more than the 5 experts (\"num_local_experts\")");
+  expect_error(
+      "qwen3_moe_headdim_mlp_only", [](Json& c) { c["num_experts"] = 1000000000; },
+      "field \"num_experts\" is 1000000000, but the checkpoint holds");
+  expect_error(
+      "qwen2_moe_sparse_step_norm", [](Json& c) { c["decoder_sparse_step"] = 0; },
+      "field \"decoder_sparse_step\" is 0");
+  expect_error(
+      "qwen2_moe_shared_mlp_only", [](Json& c) { c["mlp_only_layers"] = {7}; },
+      "mlp_only_layers holds 7, not a layer of 3");
+  expect_error(
+      "deepseek_v3_mla_lora_groups", [](Json& c) { c["n_group"] = 3; },
+      "8 experts in n_group 3 groups");
+  expect_error(
+      "glm4_moe_groups_shared_dense", [](Json& c) { c["n_shared_experts"] = -1; },
+      "field \"n_shared_experts\" is -1");
+  expect_error(
+      "deepseek_v2_lite_greedy", [](Json& c) { c["topk_method"] = "noaux_tc"; },
+      "field \"topk_method\" is \"noaux_tc\"");
+  expect_error(
+      "glm4_moe_lite_mla_layer_types", [](Json& c) { c["mlp_layer_types"] = {"dense"}; },
+      "field \"mlp_layer_types\" must list 3 layer types");
+  expect_error(
+      "ernie4_5_moe_statics_shared", [](Json& c) { c["use_bias"] = true; },
+      "field \"use_bias\" is true");
+  expect_error(
+      "granitemoe_multipliers", [](Json& c) { c["num_local_experts"] = 0; },
+      "field \"num_local_experts\" is 0, out of range");
+}
+
 TEST(ConfigErrors, CrossAttention) {
   for (const char* fixture : {"gpt2_tied", "gpt_bigcode_mqa_tied"})
     expect_error(
