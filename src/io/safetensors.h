@@ -15,7 +15,7 @@
 namespace lathe {
 
 // Largest header accepted (the reference implementation's limit is 100 MB).
-inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
 struct SafetensorsEntry {
   std::string dtype_name;  // as written; may be one lathe cannot compute with (e.g. F8_E4M3)

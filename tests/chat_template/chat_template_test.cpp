@@ -118,6 +118,28 @@ TEST(ChatTemplateLoad, JinjaFileTakesPriorityOverConfig) {
   EXPECT_EQ(ChatTemplate::load(dir.path()).render(kUser), "file </s>");
 }
 
+// docs/limits.md: a chat template file may hold 4 MiB; one byte more is refused, naming it.
+TEST(ChatTemplateLoad, TemplateFilesAbove4MiBAreRefused) {
+  constexpr size_t kLimit = size_t{4} << 20;
+  const std::string tail = "#}{{ messages[0].content }}";
+  std::string text = "{#" + std::string(kLimit - 2 - tail.size(), 'x') + tail;
+  ASSERT_EQ(text.size(), kLimit);
+  TempDir dir;
+  dir.write("chat_template.jinja", text);
+  EXPECT_EQ(ChatTemplate::load(dir.path()).render(kUser), "hi");
+  dir.write("chat_template.jinja", "{#x" + text.substr(2));
+  try {
+    ChatTemplate::load(dir.path());
+    ADD_FAILURE() << "a template of 4 MiB + 1 byte loaded";
+  } catch (const lathe::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("chat_template.jinja: " + std::to_string(kLimit + 1) +
+                                         " bytes is too large for a chat template (limit " +
+                                         std::to_string(kLimit) + ")"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ChatTemplateLoad, ConfigStringAndAddedTokenForm) {
   TempDir dir;
   dir.write(

@@ -113,6 +113,37 @@ TEST_F(BenchCli, JsonHasEveryFieldAsAsked) {
   EXPECT_TRUE(Json::parse(bf16.out)["reference_kernels"].get<bool>());
 }
 
+// README / docs/performance.md: the KV cache holds --max-seq positions, by default
+// min(max_position_embeddings, 4096), in generate as in bench.
+TEST_F(BenchCli, MaxSeqDefaultsToThePositionsCappedAt4096) {
+  auto max_seq = [&](const std::string& extra) {
+    const auto r = run_lathe("bench " + model() +
+                             " --json --prompt-tokens 4 --new-tokens 2 --repeat 1 " + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    const Json j = Json::parse(r.out);
+    return std::pair(j["max_seq"].get<int64_t>(), j["kv_cache_mib"].get<double>());
+  };
+  const auto [small, small_mib] = max_seq("");
+  EXPECT_EQ(small, 64);  // the fixture's max_position_embeddings
+  Json cfg = Json::parse(testing::read_file(dir / "config.json"));
+  for (const int64_t positions : {4095, 4096, 4097, 100000}) {
+    cfg["max_position_embeddings"] = positions;
+    testing::write_file(dir / "config.json", cfg.dump());
+    const auto [n, mib] = max_seq("");
+    EXPECT_EQ(n, std::min<int64_t>(positions, 4096)) << positions;
+    EXPECT_NEAR(mib, small_mib * static_cast<double>(n) / 64, small_mib * 0.01) << positions;
+  }
+  // The cap is the default's only: --max-seq goes past it, and generate uses the same default.
+  EXPECT_EQ(max_seq("--max-seq 5000").first, 5000);
+  const auto g =
+      run_lathe("generate " + model() + " --prompt-ids '[1, 2, 3]' --max-new-tokens 4094");
+  EXPECT_EQ(g.exit_code, 1) << g.out;
+  EXPECT_NE(g.out.find("needs 4097 positions; the KV cache holds 4096"), std::string::npos)
+      << g.out;
+  const auto zero = run_lathe("bench " + model() + " --max-seq 0");
+  EXPECT_EQ(zero.exit_code, 2) << zero.out;
+}
+
 TEST_F(BenchCli, TableNamesEachFigure) {
   const auto r = run_lathe("bench " + model() + " --prompt-tokens 8 --new-tokens 4 --repeat 1");
   ASSERT_EQ(r.exit_code, 0) << r.out;

@@ -236,6 +236,49 @@ TEST_F(CliModel, LogitsWritesEveryPositionAndHiddenStates) {
   EXPECT_TRUE(f.contains("hidden.embed"));
 }
 
+// The values, not only the shapes: teacher-forced over the fixture's own ids, the logits and
+// every named state `lathe logits` writes must be what transformers computed for the
+// fixture (tests/fixtures/tiny/qwen3_tied/goldens.safetensors), within the f32 tolerance.
+TEST_F(CliModel, LogitsAreTransformersLogits) {
+  const std::string fixture = testing::fixture_dir("qwen3_tied");
+  const Json golden = Json::parse(testing::read_file(fixture + "/goldens.json"));
+  const auto out = (dir / "values.safetensors").string();
+  const auto r =
+      run_lathe("logits " + dir.path().string() + " --ids '" + golden["teacher_forced_ids"].dump() +
+                "' --out " + out + " --hidden-states");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto got = SafetensorsFile::open(out);
+  const auto want = SafetensorsFile::open(fixture + "/goldens.safetensors");
+  // NMSE = sum (a - b)^2 / sum b^2 with b the reference (docs/testing.md).
+  const auto nmse = [](const float* a, const float* b, int64_t n) {
+    double err = 0, ref = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      err += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+      ref += double(b[i]) * b[i];
+    }
+    return err / ref;
+  };
+  const Tensor logits = got.tensor("logits"), ref_logits = want.tensor("logits").to(DType::F32);
+  ASSERT_EQ(logits.shape(), ref_logits.shape());
+  EXPECT_LE(nmse(logits.data<float>(), ref_logits.data<float>(), logits.numel()), 1e-9);
+  const int64_t vocab = logits.dim(1);
+  for (int64_t row = 0; row < logits.dim(0); ++row) {
+    const float* a = logits.data<float>() + row * vocab;
+    const float* b = ref_logits.data<float>() + row * vocab;
+    EXPECT_EQ(std::max_element(a, a + vocab) - a, std::max_element(b, b + vocab) - b) << row;
+  }
+  const Tensor states = want.tensor("hidden_states");
+  const int64_t per_state = states.numel() / states.dim(0);
+  ASSERT_EQ(golden["hidden_state_names"].size(), static_cast<size_t>(states.dim(0)));
+  for (size_t i = 0; i < golden["hidden_state_names"].size(); ++i) {
+    const std::string name = "hidden." + golden["hidden_state_names"][i].get<std::string>();
+    ASSERT_TRUE(got.contains(name)) << name;
+    const Tensor t = got.tensor(name);
+    ASSERT_EQ(t.numel(), per_state) << name;
+    EXPECT_LE(nmse(t.data<float>(), states.data<float>() + i * per_state, per_state), 1e-9) << name;
+  }
+}
+
 TEST_F(CliModel, InspectReportsSupport) {
   auto r = run_lathe("inspect " + dir.path().string() + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;

@@ -1,6 +1,7 @@
 // The sampler's filters, each checked on a hand-made distribution.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -33,6 +34,58 @@ TEST(Sampler, RepetitionPenaltyAppliesToGreedyToo) {
   o.repetition_penalty = 2.0;
   // 3.0 / 2 = 1.5 falls below 2.9: the seen token loses.
   EXPECT_EQ(draw(o, kLogits, 1, {1, 1}).begin()->first, 2);
+}
+
+// transformers' RepetitionPenaltyLogitsProcessor: a seen token's logit is divided by the
+// penalty when positive and multiplied by it when negative (so it always becomes less
+// likely), once per distinct id however often it was seen.
+TEST(Sampler, RepetitionPenaltyMultipliesNegativeLogitsAndDividesPositiveOnes) {
+  SamplingOptions o;
+  o.repetition_penalty = 1.5;
+  std::vector<float> l = {2.0f, -0.5f, 1.2f, -1.0f, 0.9f};
+  const std::vector<int32_t> context = {0, 1, 1, 3, 3, 3};
+  Sampler s(o);
+  EXPECT_EQ(s.next(l, context), 0);  // 2 / 1.5 = 1.33 still beats 1.2
+  EXPECT_FLOAT_EQ(l[0], 2.0f / 1.5f);
+  EXPECT_FLOAT_EQ(l[1], -0.5f * 1.5f);
+  EXPECT_FLOAT_EQ(l[2], 1.2f);
+  EXPECT_FLOAT_EQ(l[3], -1.0f * 1.5f);
+  EXPECT_FLOAT_EQ(l[4], 0.9f);
+  // Both negative: the seen one, -1 * 1.5 = -1.5, falls below -1.2 (dividing would make it
+  // -0.67 and keep it first).
+  std::vector<float> negative = {-1.0f, -1.2f};
+  EXPECT_EQ(Sampler(o).next(negative, std::vector<int32_t>{0}), 1);
+}
+
+// The filters compose as transformers' generate applies them: the penalty, then temperature,
+// then top-k, then top-p over the probabilities renormalised to the top-k set, then min-p.
+TEST(Sampler, FiltersComposeInTransformersOrder) {
+  const std::vector<float> logits = {3.0f, 2.0f, 1.0f, -0.5f, -1.0f, 0.2f};
+  const std::vector<int32_t> context = {0, 3};
+  // Penalty 2: {1.5, 2, 1, -1, -1, 0.2}. Temperature 0.5: {3, 4, 2, -2, -2, 0.4}. Top-k 3
+  // keeps ids 1, 0, 2 with probabilities e^0, e^-1, e^-2 over their sum: 0.665, 0.245, 0.090.
+  // Top-p 0.9 needs 1 and 0 (0.910; over the whole vocabulary they would reach only 0.891,
+  // and 2 would stay). Without the penalty 0 would lead; without the temperature (0.506,
+  // 0.307, 0.186) top-p would keep all three.
+  SamplingOptions o{.do_sample = true,
+                    .temperature = 0.5,
+                    .top_k = 3,
+                    .top_p = 0.9,
+                    .repetition_penalty = 2.0,
+                    .seed = 3};
+  const int n = 20000;
+  const auto c = draw(o, logits, n, context);
+  ASSERT_EQ(c.size(), 2u) << "ids 1 and 0 only";
+  ASSERT_TRUE(c.count(0) && c.count(1));
+  const double p1 = 1.0 / (1.0 + std::exp(-1.0));  // renormalised over the two kept
+  EXPECT_NEAR(c.at(1) / double(n), p1, 0.015);     // 0.731; the standard error is 0.003
+  EXPECT_NEAR(c.at(0) / double(n), 1 - p1, 0.015);
+  // Min-p 0.4 after that: 0's probability is e^-1 = 0.37 of 1's, so only 1 remains.
+  o.min_p = 0.4;
+  EXPECT_EQ(draw(o, logits, 500, context), (std::map<int32_t, int>{{1, 500}}));
+  // Min-p 0.3 keeps both.
+  o.min_p = 0.3;
+  EXPECT_EQ(draw(o, logits, 500, context).size(), 2u);
 }
 
 TEST(Sampler, TopKKeepsOnlyTheKBest) {

@@ -4,6 +4,7 @@
 GET /api/models                         the model listing (`lathe lab catalog refresh`): a
                                         list in the Hub's JSON shape, filtered by
                                         pipeline_tag, sorted by `sort`, cut at `limit`
+GET /pad/N/api/models                   the same listing padded with spaces to N bytes
 GET /api/models/ORG/NAME/revision/REV   one model's info with its files (`lathe pull`): sha,
                                         siblings [{rfilename, size, blobId, lfs {sha256,
                                         size, pointerSize}}]
@@ -34,6 +35,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 import urllib.parse
@@ -143,8 +145,11 @@ class Handler(BaseHTTPRequestHandler):
         self.log_request_line()
         url = urllib.parse.urlparse(self.path)
         path = urllib.parse.unquote(url.path)
+        pad = re.fullmatch(r"/pad/(\d+)(/.*)", path)
+        if pad:
+            path = pad.group(2)
         if path == "/api/models":
-            return self.listing(url)
+            return self.listing(url, int(pad.group(1)) if pad else 0)
         spec = load_repos()
         parts = path.strip("/").split("/")
         if parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] == "revision":
@@ -158,14 +163,15 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_file(spec, repo, "/".join(parts[4:]))
         self.error(404)
 
-    def listing(self, url):
+    def listing(self, url, pad):
         q = urllib.parse.parse_qs(url.query)
         tag = q.get("pipeline_tag", [None])[0]
         key = q.get("sort", ["downloads"])[0]
         limit = int(q.get("limit", ["100"])[0])
         models = [m for m in MODELS if tag is None or m["pipeline_tag"] == tag]
         models.sort(key=lambda m: m.get(key, 0), reverse=True)
-        self.answer(200, json.dumps(models[:limit]).encode(),
+        body = json.dumps(models[:limit]).encode()
+        self.answer(200, body + b" " * max(0, pad - len(body)),
                     [("Content-Type", "application/json")])
 
     def model_info(self, spec, rid, rev):

@@ -443,6 +443,73 @@ TEST(LabSweep, MissingFixturesOrModelFoldersAreErrors) {
   }
 }
 
+// A folder with one copy of a fixture, for a sweep of only it (--fixtures).
+fs::path one_fixture(const ScratchDir& dir, const std::string& name) {
+  fs::create_directories(dir / "fixtures");
+  fs::copy(fixture_dir(name), dir / "fixtures" / name);
+  return dir / "fixtures";
+}
+
+// `lab run --model DIR` runs a local folder through the protocol beside the fixtures: here
+// qwen3_tied's checkpoint, built into a folder of its own with a word-level tokenizer that
+// turns the --prompt into the fixture's prompt ids, so the fixture's goldens (imported into
+// the reference cache by its own row, keyed by the same files) are its reference too.
+TEST(LabSweep, ModelFoldersRunBesideTheFixtures) {
+  ScratchDir dir("model-folder");
+  const Json golden = read_json_file(fixture_dir("qwen3_tied") + "/goldens.json");
+  const fs::path model = dir / "my-model";
+  ASSERT_EQ(run_lathe("tiny build " + fixture_dir("qwen3_tied") + " " + model.string()).exit_code,
+            0);
+  Json vocab = Json::object();
+  for (int i = 0; i < 128; ++i) vocab["t" + std::to_string(i)] = i;
+  write_file(model / "tokenizer.json",
+             Json{{"version", "1.0"},
+                  {"added_tokens", Json::array()},
+                  {"pre_tokenizer", {{"type", "WhitespaceSplit"}}},
+                  {"model", {{"type", "WordLevel"}, {"vocab", vocab}, {"unk_token", "t0"}}}}
+                 .dump());
+  std::string prompt;
+  for (const auto& id : golden["prompt_ids"]) prompt += "t" + std::to_string(id.get<int>()) + " ";
+  const auto r = run_lathe("lab run --quiet --fixtures " + one_fixture(dir, "qwen3_tied").string() +
+                           " --model " + model.string() + " --prompt '" + prompt +
+                           "' --no-hf-cache --reference-python none --reference-cache " +
+                           (dir / "ref").string() + " --out " + (dir / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto rows = read_rows(dir / "out" / "dataset");
+  ASSERT_EQ(rows.size(), 2u);
+  const LabRow& row = find_row(rows, "my-model");
+  EXPECT_EQ(row.revision, "local");
+  EXPECT_EQ(row.architecture, "Qwen3ForCausalLM");
+  EXPECT_EQ(row.status, "pass") << row.judge_verdict << row.error_message;
+  EXPECT_EQ(row.reference_source, "cache");
+  EXPECT_EQ(Json(row.prompt_ids), golden["prompt_ids"]);
+  EXPECT_EQ(Json(row.generated_tokens), golden["greedy_tokens"]);
+  ASSERT_TRUE(row.logits_nmse);
+  EXPECT_LE(*row.logits_nmse, kF32Nmse);
+}
+
+// `lab run --dtype bf16` runs the models in bf16 and judges them against the f32 reference
+// with the bf16 tolerance: the rounding shows (NMSE above f32's 1e-9) and stays within 5e-4.
+TEST(LabSweep, Bf16RunsInBf16AndIsJudgedByTheBf16Tolerance) {
+  ScratchDir dir("bf16");
+  const auto r = run_lathe("lab run --quiet --dtype bf16 --fixtures " +
+                           one_fixture(dir, "qwen3_tied").string() +
+                           " --no-hf-cache --reference-python none --reference-cache " +
+                           (dir / "ref").string() + " --out " + (dir / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto rows = read_rows(dir / "out" / "dataset");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].dtype, "bf16");
+  EXPECT_EQ(rows[0].status, "pass") << rows[0].judge_verdict;
+  ASSERT_TRUE(rows[0].logits_nmse);
+  EXPECT_GT(*rows[0].logits_nmse, kF32Nmse) << "no bf16 rounding: the run was not bf16";
+  EXPECT_LE(*rows[0].logits_nmse, kBf16Nmse);
+  ASSERT_TRUE(rows[0].decode_logits_nmse);
+  EXPECT_GT(*rows[0].decode_logits_nmse, kF32Nmse);
+  EXPECT_LE(*rows[0].decode_logits_nmse, kBf16Nmse);
+  EXPECT_EQ(run_lathe("lab run --dtype f16 --out " + (dir / "x").string()).exit_code, 2);
+}
+
 TEST(LabSweep, ShardsMergeIntoTheWholeSweep) {
   ScratchDir dir("shards");
   std::vector<std::string> models = {tiny("llama_tied_gqa"), tiny("qwen2_tied"), tiny("gemma_tied"),
@@ -572,9 +639,8 @@ TEST(LabSweep, BadShardAndMissingCatalogAreClearErrors) {
   EXPECT_EQ(report.exit_code, 1) << report.out;
 }
 
-TEST(LabCatalog, RefreshReadsTheHubListingShape) {
-  ScratchDir dir("refresh");
-  const auto port_file = dir / "port";
+// Starts tests/lab/fake_hub.py; returns its process id and endpoint.
+std::pair<pid_t, std::string> start_fake_hub(const fs::path& port_file) {
   const std::string server = std::string(LATHE_PYTHON) + " " + LATHE_SOURCE_DIR +
                              "/tests/lab/fake_hub.py " + port_file.string();
   std::vector<std::string> args = {"/bin/sh", "-c", "exec " + server};
@@ -582,11 +648,18 @@ TEST(LabCatalog, RefreshReadsTheHubListingShape) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv.data(), environ), 0);
+  if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv.data(), environ) != 0)
+    throw std::runtime_error("cannot start fake_hub.py");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (!fs::exists(port_file) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const std::string endpoint = "http://127.0.0.1:" + read_file(port_file);
+  return {pid, "http://127.0.0.1:" + read_file(port_file)};
+}
+
+TEST(LabCatalog, RefreshReadsTheHubListingShape) {
+  ScratchDir dir("refresh");
+  const auto port_file = dir / "port";
+  const auto [pid, endpoint] = start_fake_hub(port_file);
   const auto r = run_lathe("lab catalog refresh --endpoint " + endpoint + " --limit 2 --out " +
                            (dir / "catalog").string());
   const auto bad = run_lathe("lab catalog refresh --endpoint " + endpoint +
@@ -614,6 +687,26 @@ TEST(LabCatalog, RefreshReadsTheHubListingShape) {
       << requests;
   EXPECT_EQ(bad.exit_code, 1) << bad.out;
   EXPECT_NE(bad.out.find("404"), std::string::npos) << bad.out;
+}
+
+// docs/limits.md: the Hub listing may be 64 MiB; a byte more is an error naming the limit.
+TEST(LabCatalog, RefreshRefusesAListingAbove64MiB) {
+  ScratchDir dir("refresh-limit");
+  const auto [pid, endpoint] = start_fake_hub(dir / "port");
+  auto refresh = [&, endpoint = endpoint](int64_t bytes, const std::string& out) {
+    return run_lathe("lab catalog refresh --endpoint " + endpoint + "/pad/" +
+                     std::to_string(bytes) + " --task text-generation --view trending --out " +
+                     (dir / out).string());
+  };
+  constexpr int64_t kLimit = int64_t{64} << 20;
+  const auto at = refresh(kLimit, "at"), over = refresh(kLimit + 1, "over");
+  kill(pid, SIGTERM);
+  waitpid(pid, nullptr, 0);
+  EXPECT_EQ(at.exit_code, 0) << at.out;
+  EXPECT_TRUE(fs::exists(dir / "at" / "text-generation-trending.json"));
+  EXPECT_EQ(over.exit_code, 1) << over.out;
+  EXPECT_NE(over.out.find("the listing is larger than 64 MiB"), std::string::npos) << over.out;
+  EXPECT_FALSE(fs::exists(dir / "over" / "text-generation-trending.json"));
 }
 
 }  // namespace

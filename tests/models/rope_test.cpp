@@ -45,6 +45,29 @@ TEST(Rope, DynamicGrowsBaseOnlyPastMaxPositions) {
   EXPECT_LT(longer.back(), base.back());
 }
 
+// Longrope (Phi-3): short factors up to original_max_position_embeddings positions, long
+// ones past it, each dividing the default frequency; the attention factor is
+// sqrt(1 + ln(max / original) / ln(original)) for both.
+TEST(Rope, LongRopeTakesTheLongFactorsPastTheOriginalLength) {
+  const RopeConfig c = read(R"({"original_max_position_embeddings": 12, "rope_scaling": {
+      "rope_type": "longrope", "short_factor": [1, 1.25, 1.5, 2], "long_factor": [1, 3, 6, 12]}})",
+                            8, 64);
+  const Rope r(c);
+  const double short_factor[] = {1, 1.25, 1.5, 2}, long_factor[] = {1, 3, 6, 12};
+  const double attention = std::sqrt(1 + std::log(64.0 / 12) / std::log(12.0));
+  for (const int64_t len : {1, 12, 13, 40}) {
+    float scale = 0;
+    const auto f = r.inv_freq(len, &scale);
+    ASSERT_EQ(f.size(), 4u);
+    EXPECT_NEAR(scale, attention, 1e-6) << len;
+    for (int i = 0; i < 4; ++i) {
+      const double ext = len > 12 ? long_factor[i] : short_factor[i];
+      const double want = 1 / (ext * std::pow(10000.0, 2.0 * i / 8));
+      EXPECT_NEAR(f[i], want, 1e-6 * want) << len << " " << i;
+    }
+  }
+}
+
 TEST(Rope, Errors) {
   EXPECT_THROW(read(R"({"rope_scaling": {"rope_type": "spiral"}})"), Error);
   EXPECT_THROW(read(R"({"rope_scaling": {"rope_type": "linear"}})"), Error);  // factor missing

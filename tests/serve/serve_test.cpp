@@ -174,6 +174,77 @@ TEST(ServeApi, FiltersByParameterCount) {
   EXPECT_THROW(api_rows(s, {{"min_params", "-1"}}), ApiError);
 }
 
+// docs/explorer.md's /api/rows: `arch` keeps one architecture, `transformers` one version
+// (`none`: rows without a reference; `any`, the default: the row that finished last per
+// model), and every sort key orders by its column, `order=desc` reversed (ties by model id).
+TEST(ServeApi, ArchTransformersAndEverySortKey) {
+  Snapshot s;
+  auto add = [&](const std::string& id, const std::string& arch, const std::string& tf,
+                 const std::string& status, double seconds, int64_t memory, double speed,
+                 int64_t params, int32_t cores) {
+    LabRow r = row(id, status, "0.1.0", tf);
+    r.architecture = arch;
+    r.total_seconds = seconds;
+    r.peak_memory_bytes = memory;
+    r.tokens_per_second = speed;
+    r.parameters = params;
+    r.cores = cores;
+    s.rows.push_back(r);
+  };
+  add("org/a", "LlamaForCausalLM", "5.24.0", "pass", 3, 300, 10, 1'000'000'000, 4);
+  add("org/b", "Qwen3ForCausalLM", "5.24.0", "fail", 1, 100, 30, 300'000'000, 1);
+  add("org/c", "Gemma3ForCausalLM", "", "oom", 2, 500, 20, 2'000'000'000, 2);
+  add("org/d", "LlamaForCausalLM", "5.10.0", "error", 5, 200, 5, 500'000'000, 8);
+  add("org/a", "LlamaForCausalLM", "5.10.0", "fail", 9, 900, 1, 1'000'000'000, 16);
+  s.rows.back().finished_at = "2026-11-29T00:00:00.000000Z";  // before org/a's 5.24.0 row
+  index_rows(s);
+  using Ids = std::vector<std::string>;
+  const auto ids = [&](ApiParams p) {
+    p["view"] = "all";
+    Ids out;
+    const Json j = api_rows(s, p);  // not a temporary's member in the range-for
+    for (const auto& i : j["items"]) out.push_back(i["model_id"]);
+    return out;
+  };
+  EXPECT_EQ(ids({{"arch", "LlamaForCausalLM"}}), (Ids{"org/a", "org/d"}));
+  EXPECT_EQ(ids({{"arch", "Qwen3ForCausalLM"}}), (Ids{"org/b"}));
+  EXPECT_TRUE(ids({{"arch", "llamaforcausallm"}}).empty());
+  const auto status_of_a = [&](const std::string& tf) {
+    const Json j = api_rows(s, {{"view", "all"}, {"transformers", tf}});
+    for (const auto& i : j["items"])
+      if (i["model_id"] == "org/a") return i["status"].get<std::string>();
+    return std::string("absent");
+  };
+  EXPECT_EQ(status_of_a("any"), "pass");  // the 5.24.0 row finished last
+  EXPECT_EQ(status_of_a("5.10.0"), "fail");
+  EXPECT_EQ(status_of_a("none"), "absent");
+  EXPECT_EQ(ids({{"transformers", "5.10.0"}}), (Ids{"org/a", "org/d"}));
+  EXPECT_EQ(ids({{"transformers", "none"}}), (Ids{"org/c"}));
+  EXPECT_EQ(ids({{"transformers", "5.24.0"}, {"arch", "LlamaForCausalLM"}}), (Ids{"org/a"}));
+  EXPECT_EQ(ids({}).size(), 4u);
+
+  // Ascending orders, from the columns above (org/a's 5.24.0 row).
+  const std::vector<std::pair<std::string, Ids>> ascending = {
+      {"model", {"org/a", "org/b", "org/c", "org/d"}},
+      {"time", {"org/b", "org/c", "org/a", "org/d"}},
+      {"memory", {"org/b", "org/d", "org/a", "org/c"}},
+      {"speed", {"org/d", "org/a", "org/c", "org/b"}},
+      {"params", {"org/b", "org/d", "org/a", "org/c"}},
+      {"cores", {"org/b", "org/c", "org/a", "org/d"}},
+      {"status", {"org/a", "org/b", "org/d", "org/c"}},  // pass, fail, error, oom
+      {"architecture", {"org/c", "org/a", "org/d", "org/b"}},
+  };
+  for (const auto& [key, want] : ascending) {
+    EXPECT_EQ(ids({{"sort", key}}), want) << key;
+    EXPECT_EQ(ids({{"sort", key}, {"order", "asc"}}), want) << key;
+    if (key == "architecture") {  // two Llama rows tie: model id order either way
+      EXPECT_EQ(ids({{"sort", key}, {"order", "desc"}}), (Ids{"org/b", "org/a", "org/d", "org/c"}));
+      continue;
+    }
+    EXPECT_EQ(ids({{"sort", key}, {"order", "desc"}}), (Ids(want.rbegin(), want.rend()))) << key;
+  }
+}
+
 TEST(ServeApi, PagesAndLimits) {
   Snapshot s;
   fill(s);
