@@ -249,6 +249,53 @@ Value Builder::concat(Value a, Value b) {
   return add_node({.op = Op::Concat, .inputs = {a, b}, .shape = std::move(sa)});
 }
 
+Value Builder::slice(Value x, int64_t start, int64_t length) {
+  expect_f32(x, "slice", "input");
+  Shape s = shape(x);
+  if (s.empty() || start < 0 || length <= 0 || start + length > s.back())
+    fail("internal: slice: columns [", start, ", ", start + length, ") of ", shape_str(s));
+  s.back() = length;
+  Node n{.op = Op::Slice, .inputs = {x}, .shape = std::move(s)};
+  n.params.slice_start = start;
+  return add_node(std::move(n));
+}
+
+Value Builder::causal_conv(Value x, Value w, Value bias, StateRef state) {
+  expect_f32(x, "causal_conv", "input");
+  expect_f32(w, "causal_conv", "weight");
+  const Shape &xs = shape(x), &ws = shape(w);
+  if (xs.size() != 2 || ws.empty() || ws[0] != xs[1] || ws.size() > 3 ||
+      (ws.size() == 3 && ws[1] != 1) || shape_numel(ws) < xs[1])
+    fail("internal: causal_conv: input ", shape_str(xs), " with weight ", shape_str(ws));
+  if (bias.valid()) {
+    expect_f32(bias, "causal_conv", "bias");
+    if (shape_numel(shape(bias)) != xs[1])
+      fail("internal: causal_conv: bias ", shape_str(shape(bias)), " for ", xs[1], " channels");
+  }
+  Node n{.op = Op::CausalConv, .inputs = {x, w, bias}, .shape = xs};
+  n.params.layer = state.layer;
+  n.params.state_slot = state.slot;
+  return add_node(std::move(n));
+}
+
+Value Builder::gated_delta_rule(Value q, Value k, Value v, Value a, Value b, Value a_log,
+                                Value dt_bias, StateRef state) {
+  const char* op = "gated_delta_rule";
+  expect_same_shape(q, k, op);
+  expect_f32(v, op, "v");
+  expect_same_shape(a, b, op);
+  expect_same_shape(a_log, dt_bias, op);
+  const Shape &qs = shape(q), &vs = shape(v), &as = shape(a);
+  if (qs.size() != 3 || vs.size() != 3 || vs[0] != qs[0] || qs[1] <= 0 || vs[1] % qs[1] != 0 ||
+      as != Shape{qs[0], vs[1]} || shape_numel(shape(a_log)) != vs[1])
+    fail("internal: gated_delta_rule: q ", shape_str(qs), ", v ", shape_str(vs), ", a ",
+         shape_str(as), ", A_log ", shape_str(shape(a_log)));
+  Node n{.op = Op::GatedDeltaRule, .inputs = {q, k, v, a, b, a_log, dt_bias}, .shape = vs};
+  n.params.layer = state.layer;
+  n.params.state_slot = state.slot;
+  return add_node(std::move(n));
+}
+
 Value Builder::head_linear(Value x, Value w) {
   expect_f32(x, "head_linear", "input");
   expect(w, "head_linear", "weight");

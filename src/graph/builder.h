@@ -72,6 +72,21 @@ class Builder {
   Value concat(Value a, Value b);
   // x [n, heads, k] with w [heads, m, k] (F32 or BF16): each head's rows times its matrix.
   Value head_linear(Value x, Value w);
+  // Columns [start, start + length) of the last dimension (a copy).
+  Value slice(Value x, int64_t start, int64_t length);
+
+  // Recurrent layers: each reads and updates state tensor `slot` of cache layer `layer`
+  // (LayerStateSpec::recurrent), per sequence.
+  struct StateRef {
+    int64_t layer = 0, slot = 0;
+  };
+  // Depthwise causal convolution of x [n, ch] with w [ch, kernel] or [ch, 1, kernel] (as
+  // nn.Conv1d(groups=ch) stores it) and optional bias [ch]; the state is [kernel - 1, ch].
+  Value causal_conv(Value x, Value w, Value bias, StateRef state);
+  // Gated DeltaNet's gated delta rule (Op::GatedDeltaRule) with q and k L2-normalised in the
+  // kernel; the state is [v_heads, k_dim, v_dim].
+  Value gated_delta_rule(Value q, Value k, Value v, Value a, Value b, Value a_log, Value dt_bias,
+                         StateRef state);
   struct RouteParams {
     Routing routing = Routing::SoftmaxTopK;
     int64_t top_k = 0;

@@ -53,6 +53,12 @@ const char* op_name(Op op) {
       return "concat";
     case Op::HeadLinear:
       return "head_linear";
+    case Op::Slice:
+      return "slice";
+    case Op::CausalConv:
+      return "causal_conv";
+    case Op::GatedDeltaRule:
+      return "gated_delta_rule";
   }
   return "?";
 }
@@ -94,8 +100,8 @@ uint64_t Graph::hash() const {
     for (int v : {static_cast<int>(p.act), static_cast<int>(p.layout), static_cast<int>(p.bias),
                   static_cast<int>(p.routing), static_cast<int>(p.norm_topk)})
       h.add(v);
-    for (int64_t v :
-         {p.layer, p.window, p.id_offset, p.input_slot, p.top_k, p.groups, p.top_groups})
+    for (int64_t v : {p.layer, p.window, p.value_dim, p.id_offset, p.input_slot, p.top_k, p.groups,
+                      p.top_groups, p.slice_start, p.state_slot})
       h.add(v);
     if (n.op == Op::Weight) {
       h.shape(n.constant.shape());

@@ -29,32 +29,38 @@ class RopeSchedule {
 // What a node computes. Every op's inputs, parameters and output are described beside it;
 // the builder (graph/builder.h) checks them when the node is made.
 enum class Op : uint8_t {
-  Input,       // a step input bound at execution: tokens, positions, logit rows (I32)
-  Weight,      // a constant tensor (a weight, mapped or converted once at load)
-  Embedding,   // rows of weight [vocab, dim] at ids (+ offset) -> [n, dim] F32
-  Linear,      // x [.., k] . w[n, k]^T (+ bias[n]) -> [.., n]
-  RmsNorm,     // x / rms(x) * (weight + offset), over the last dimension
-  LayerNorm,   // torch LayerNorm over the last dimension; weight, bias optional
-  ActMul,      // act(gate) * up
-  Activation,  // act(x)
-  Add,         // a + b
-  Scale,       // x * scale
-  Divide,      // x / scale (GraniteForCausalLM divides its logits)
-  Softcap,     // cap * tanh(x / cap)
-  Clamp,       // clamp(x, -limit, limit)
-  Xielu,       // xIELU with formed coefficients
-  Reshape,     // the same data under another shape (a view: no copy, no buffer of its own)
-  RopeTables,  // cos and sin [2, n, rot/2] for the step's positions (per sequence)
-  Rope,        // rotary embedding of x [n, heads, head_dim] with tables [2, n, rot/2]
-  Attention,   // appends k, v to the layer's cache at the step's positions; causal attention
-               // (with value_dim and no v: the values are the keys' first value_dim dims)
-  Rows,        // rows of x [n, dim] at indices [r] -> [r, dim]
-  Route,       // router logits [n, experts] (+ bias [experts]) -> [2, n, k]: each token's k
-               // expert weights (plane 0) and expert ids (plane 1, exact integers in f32)
-  Experts,     // x [n, dim], route [2, n, k], then gate, up, down weights per expert ->
-               // [n, dim]: sum over the token's k experts of weight * down(act(gate x) * up x)
-  Concat,      // a [.., m], b [.., n] with equal leading dimensions -> [.., m + n]
-  HeadLinear,  // x [n, heads, k] . w[heads, m, k]^T per head -> [n, heads, m] (MLA)
+  Input,           // a step input bound at execution: tokens, positions, logit rows (I32)
+  Weight,          // a constant tensor (a weight, mapped or converted once at load)
+  Embedding,       // rows of weight [vocab, dim] at ids (+ offset) -> [n, dim] F32
+  Linear,          // x [.., k] . w[n, k]^T (+ bias[n]) -> [.., n]
+  RmsNorm,         // x / rms(x) * (weight + offset), over the last dimension
+  LayerNorm,       // torch LayerNorm over the last dimension; weight, bias optional
+  ActMul,          // act(gate) * up
+  Activation,      // act(x)
+  Add,             // a + b
+  Scale,           // x * scale
+  Divide,          // x / scale (GraniteForCausalLM divides its logits)
+  Softcap,         // cap * tanh(x / cap)
+  Clamp,           // clamp(x, -limit, limit)
+  Xielu,           // xIELU with formed coefficients
+  Reshape,         // the same data under another shape (a view: no copy, no buffer of its own)
+  RopeTables,      // cos and sin [2, n, rot/2] for the step's positions (per sequence)
+  Rope,            // rotary embedding of x [n, heads, head_dim] with tables [2, n, rot/2]
+  Attention,       // appends k, v to the layer's cache at the step's positions; causal attention
+                   // (with value_dim and no v: the values are the keys' first value_dim dims)
+  Rows,            // rows of x [n, dim] at indices [r] -> [r, dim]
+  Route,           // router logits [n, experts] (+ bias [experts]) -> [2, n, k]: each token's k
+                   // expert weights (plane 0) and expert ids (plane 1, exact integers in f32)
+  Experts,         // x [n, dim], route [2, n, k], then gate, up, down weights per expert ->
+                   // [n, dim]: sum over the token's k experts of weight * down(act(gate x) * up x)
+  Concat,          // a [.., m], b [.., n] with equal leading dimensions -> [.., m + n]
+  HeadLinear,      // x [n, heads, k] . w[heads, m, k]^T per head -> [n, heads, m] (MLA)
+  Slice,           // columns [slice_start, slice_start + m) of x [.., cols] -> [.., m]
+  CausalConv,      // x [n, ch], w [ch, kernel] (+ bias [ch]) -> [n, ch]: each sequence's depthwise
+                   // causal convolution, its last kernel - 1 inputs kept in the layer's state
+  GatedDeltaRule,  // q, k [n, k_heads, k_dim], v [n, v_heads, v_dim], a, b [n, v_heads],
+                   // A_log, dt_bias [v_heads] -> [n, v_heads, v_dim]: Gated DeltaNet's linear
+                   // attention, its [v_heads, k_dim, v_dim] matrix kept in the layer's state
 };
 const char* op_name(Op op);
 
@@ -100,6 +106,8 @@ struct Params {
   bool norm_topk = false;
   int64_t top_k = 0;
   int64_t groups = 0, top_groups = 0;  // Sigmoid: experts in `groups` groups, best top_groups
+  int64_t slice_start = 0;             // Slice: the first column
+  int64_t state_slot = 0;  // CausalConv, GatedDeltaRule: which of the layer's state tensors
 };
 
 // The step inputs an Input node can be bound to.

@@ -33,7 +33,7 @@ KVCache::KVCache(const std::vector<LayerStateSpec>& specs, int64_t max_seq_len,
         if (l.slots < max_seq_len) max_step_ = std::min(max_step_, max_step_tokens);
         break;
       case StateKind::Recurrent:
-        l.state = Tensor::zeros(DType::F32, s.recurrent);
+        for (const Shape& shape : s.recurrent) l.states.push_back(Tensor::zeros(DType::F32, shape));
         break;
     }
     if (s.kind != StateKind::Recurrent) {
@@ -48,14 +48,16 @@ KVCache::KVCache(const std::vector<LayerStateSpec>& specs, int64_t max_seq_len,
 void KVCache::clear() {
   length = 0;
   for (Layer& l : layers)
-    if (l.kind == StateKind::Recurrent) std::memset(l.state.mut<void>(), 0, l.state.nbytes());
+    for (Tensor& t : l.states) std::memset(t.mut<void>(), 0, t.nbytes());
 }
 
 uint64_t KVCache::bytes() const {
   uint64_t total = 0;
-  for (const auto& l : layers)
-    total += l.kind == StateKind::Recurrent ? l.state.nbytes()
-                                            : l.k.nbytes() + (l.v.defined() ? l.v.nbytes() : 0);
+  for (const auto& l : layers) {
+    for (const Tensor& t : l.states) total += t.nbytes();
+    if (l.k.defined()) total += l.k.nbytes();
+    if (l.v.defined()) total += l.v.nbytes();
+  }
   return total;
 }
 

@@ -17,8 +17,10 @@ enum class StateKind : uint8_t { FullKV, SlidingKV, Recurrent };
 struct LayerStateSpec {
   StateKind kind = StateKind::FullKV;
   int64_t kv_heads = 0, head_dim = 0;
-  int64_t window = 0;    // SlidingKV: keys a query sees (itself included)
-  Shape recurrent = {};  // Recurrent: the state's shape
+  int64_t window = 0;  // SlidingKV: keys a query sees (itself included)
+  // Recurrent: the shapes of the layer's state tensors (a gated delta-rule layer keeps its
+  // convolution's last inputs and the delta rule's matrix), F32, zeros at the start.
+  std::vector<Shape> recurrent = {};
   // KV kinds: the values' head size; 0: no value cache, the values are the keys' first dims
   // (MLA); -1: head_dim.
   int64_t v_head_dim = -1;
@@ -33,7 +35,7 @@ struct KVCache {
     // max_seq for full attention, so that is slot p).
     Tensor k = {}, v = {};
     int64_t slots = 0;
-    Tensor state = {};  // Recurrent
+    std::vector<Tensor> states = {};  // Recurrent: as LayerStateSpec::recurrent
   };
   std::vector<Layer> layers;
   int64_t max_seq = 0;

@@ -36,9 +36,16 @@ KVCache prefilled_cache(const std::vector<LayerStateSpec>& layers, int64_t max_s
   KVCache cache(layers, max_seq, max_step_tokens);
   for (size_t i = 0; i < cache.layers.size(); ++i) {
     KVCache::Layer& l = cache.layers[i];
-    if (l.kind == StateKind::Recurrent || pos0 == 0) continue;
-    const int64_t row = l.k.dim(1) * l.k.dim(2);
+    if (pos0 == 0) continue;
     const uint32_t s = seed + 101 * static_cast<uint32_t>(i);
+    if (l.kind == StateKind::Recurrent) {  // the state a history would have left: any values
+      for (size_t j = 0; j < l.states.size(); ++j) {
+        const Tensor r = random_tensor(l.states[j].shape(), s + static_cast<uint32_t>(j));
+        std::memcpy(l.states[j].mut<void>(), r.data<void>(), r.nbytes());
+      }
+      continue;
+    }
+    const int64_t row = l.k.dim(1) * l.k.dim(2);
     const Tensor k = cache_history(pos0, l.k.dim(1), l.k.dim(2), s, false);
     for (int64_t p = 0; p < pos0; ++p)
       std::memcpy(l.k.mut<float>() + (p % l.slots) * row, k.data<float>() + p * row,
@@ -110,6 +117,12 @@ Outcome run(const Backend& backend, ThreadPool& pool, Mode mode, const Build& bu
       const KVCache::Layer &x = a.caches[c].layers[l], &y = b.caches[c].layers[l];
       if (!same_bits(x.k, y.k) || !same_bits(x.v, y.v))
         return ::testing::AssertionFailure() << "cache " << c << " layer " << l << " differs";
+      if (x.states.size() != y.states.size())
+        return ::testing::AssertionFailure() << "cache " << c << " layer " << l << " states";
+      for (size_t j = 0; j < x.states.size(); ++j)
+        if (!same_bits(x.states[j], y.states[j]))
+          return ::testing::AssertionFailure()
+                 << "cache " << c << " layer " << l << " state " << j << " differs";
     }
   return ::testing::AssertionSuccess();
 }

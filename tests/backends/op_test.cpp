@@ -637,6 +637,104 @@ void experts_cases(std::vector<Case>& out) {
   }
 }
 
+// A step of one segment per sequence, (count, pos0) each, over a cache whose layer 0 is
+// recurrent with these state tensors; a sequence with pos0 > 0 starts from random state.
+Step recurrent_step(const std::vector<std::pair<int64_t, int64_t>>& seqs,
+                    std::vector<Shape> states) {
+  std::vector<graph::Segment> segments;
+  int64_t rows = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    segments.push_back({.seq = static_cast<int64_t>(i),
+                        .first = rows,
+                        .count = seqs[i].first,
+                        .pos0 = seqs[i].second});
+    rows += seqs[i].first;
+  }
+  Step step = segment_step(segments);
+  const uint32_t seed = next_seed() * 1000;
+  step.caches = [seqs, states, seed] {
+    std::vector<KVCache> caches;
+    for (size_t i = 0; i < seqs.size(); ++i)
+      caches.push_back(prefilled_cache({{.kind = StateKind::Recurrent, .recurrent = states}}, 64,
+                                       64, seqs[i].second, seed + static_cast<uint32_t>(i)));
+    return caches;
+  };
+  return step;
+}
+
+// Slices, causal convolutions and gated delta rules: decode from a carried state, a prompt
+// from zeros, fewer rows than the convolution's memory, two sequences in one step.
+void recurrent_cases(std::vector<Case>& out) {
+  for (auto [shape, start, len] :
+       {std::tuple{Shape{1, 64}, 3, 20}, {Shape{7, 3, 13}, 5, 8}, {Shape{5, 12}, 0, 12}}) {
+    const Tensor x = random_tensor(shape, next_seed());
+    out.push_back(
+        {"slice_" + label(shape) + "_" + std::to_string(start) + "_" + std::to_string(len),
+         Op::Slice, DType::F32,
+         [x, start, len](Builder& g) { return std::vector{g.slice(g.weight(x), start, len)}; },
+         Step{}});
+  }
+  using Seqs = std::vector<std::pair<int64_t, int64_t>>;
+  struct Conv {
+    const char* what;
+    int64_t channels, kernel;
+    Seqs seqs;
+    bool bias, weight_3d;
+  };
+  const Conv convs[] = {{"decode", 13, 4, {{1, 5}}, false, true},
+                        {"prompt", 13, 4, {{7, 0}}, true, true},
+                        {"short_step", 9, 4, {{2, 3}}, false, false},
+                        {"kernel2", 6, 2, {{3, 1}}, true, false},
+                        {"two_sequences", 16, 3, {{3, 0}, {1, 4}}, false, true}};
+  for (const Conv& c : convs) {
+    int64_t rows = 0;
+    for (auto [count, pos0] : c.seqs) rows += count;
+    const Tensor x = random_tensor({rows, c.channels}, next_seed());
+    const Tensor w = random_tensor(
+        c.weight_3d ? Shape{c.channels, 1, c.kernel} : Shape{c.channels, c.kernel}, next_seed());
+    const Tensor b = c.bias ? random_tensor({c.channels}, next_seed()) : Tensor();
+    out.push_back(
+        {std::string("causal_conv_") + c.what + "_" + label({rows, c.channels}) + "_k" +
+             std::to_string(c.kernel),
+         Op::CausalConv, DType::F32,
+         [x, w, b](Builder& g) {
+           return std::vector{g.causal_conv(g.weight(x), g.weight(w), g.weight(b), {0, 0})};
+         },
+         recurrent_step(c.seqs, {{c.kernel - 1, c.channels}})});
+  }
+  struct Delta {
+    const char* what;
+    int64_t k_heads, v_heads, k_dim, v_dim;
+    Seqs seqs;
+  };
+  const Delta deltas[] = {{"decode", 2, 4, 8, 6, {{1, 3}}},
+                          {"prompt", 2, 4, 8, 6, {{9, 0}}},
+                          {"equal_heads", 3, 3, 5, 7, {{4, 2}}},
+                          {"two_sequences", 1, 2, 16, 16, {{5, 0}, {1, 7}}},
+                          {"large", 4, 8, 32, 32, {{33, 0}}}};
+  for (const Delta& d : deltas) {
+    int64_t n = 0;
+    for (auto [count, pos0] : d.seqs) n += count;
+    const Tensor q = random_tensor({n, d.k_heads, d.k_dim}, next_seed());
+    const Tensor k = random_tensor({n, d.k_heads, d.k_dim}, next_seed());
+    const Tensor v = random_tensor({n, d.v_heads, d.v_dim}, next_seed());
+    const Tensor a = random_tensor({n, d.v_heads}, next_seed(), 3.0f);
+    const Tensor b = random_tensor({n, d.v_heads}, next_seed(), 3.0f);
+    const Tensor a_log = random_tensor({d.v_heads}, next_seed());
+    const Tensor dt_bias = random_tensor({d.v_heads}, next_seed());
+    // State slot 1 (slot 0 stands for a convolution's).
+    out.push_back({std::string("gated_delta_rule_") + d.what + "_" +
+                       label({n, d.k_heads, d.v_heads, d.k_dim, d.v_dim}),
+                   Op::GatedDeltaRule, DType::F32,
+                   [=](Builder& g) {
+                     return std::vector{g.gated_delta_rule(
+                         g.weight(q), g.weight(k), g.weight(v), g.weight(a), g.weight(b),
+                         g.weight(a_log), g.weight(dt_bias), {0, 1})};
+                   },
+                   recurrent_step(d.seqs, {{3, 5}, {d.v_heads, d.k_dim, d.v_dim}})});
+  }
+}
+
 const std::vector<Case>& all_cases() {
   static const std::vector<Case> cases = [] {
     std::vector<Case> c;
@@ -649,6 +747,7 @@ const std::vector<Case>& all_cases() {
     rows_cases(c);
     route_cases(c);
     experts_cases(c);
+    recurrent_cases(c);
     return c;
   }();
   return cases;
@@ -724,10 +823,10 @@ TEST_P(OpBench, BackendsMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Ops, OpBench, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
-// Every computing op of graph::Op has cases (a new op must join the bench; HeadLinear is the
-// last).
+// Every computing op of graph::Op has cases (a new op must join the bench; GatedDeltaRule is
+// the last).
 TEST(OpBenchCoverage, EveryComputingOpHasCases) {
-  std::vector<bool> seen(static_cast<size_t>(Op::HeadLinear) + 1, false);
+  std::vector<bool> seen(static_cast<size_t>(Op::GatedDeltaRule) + 1, false);
   for (const Case& c : all_cases()) seen[static_cast<size_t>(c.op)] = true;
   for (size_t i = 0; i < seen.size(); ++i) {
     const Op op = static_cast<Op>(i);

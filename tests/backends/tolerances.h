@@ -19,7 +19,8 @@
 //    computes each row as the reference does: 0.
 //  - Experts and HeadLinear run the Linear kernels on each expert's (head's) rows: Linear's
 //    tolerances.
-//  - Every other op runs the same kernel on both CPU backends: 0, bit for bit.
+//  - Every other op runs the same kernel on both CPU backends: 0, bit for bit (the gated
+//    delta rule splits heads across threads, each head computed as the reference does).
 #pragma once
 
 #include <optional>
@@ -70,6 +71,9 @@ inline constexpr ToleranceRow kTolerances[] = {
     {graph::Op::Concat, DType::F32, {}},
     {graph::Op::HeadLinear, DType::F32, {1e-11, 2e-4}},
     {graph::Op::HeadLinear, DType::BF16, {1e-11, 2e-4}},
+    {graph::Op::Slice, DType::F32, {}},
+    {graph::Op::CausalConv, DType::F32, {}},
+    {graph::Op::GatedDeltaRule, DType::F32, {}},
 };
 
 // Linear with BF16 weights on Avx512Bf16: activations rounded to bf16 first.

@@ -8,6 +8,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/moe.h"
+#include "backends/cpu/recurrent.h"
 #include "core/error.h"
 
 namespace lathe {
@@ -118,6 +119,55 @@ void attention(const NodeArgs& a, bool reference) {
   }
 }
 
+// The state tensor a recurrent node of segment s reads and updates, checked against the shape
+// the node expects (a span: a decode step allocates nothing).
+float* recurrent_state(const NodeArgs& a, const graph::Segment& s,
+                       std::initializer_list<int64_t> expect) {
+  const graph::Params& p = a.node.params;
+  KVCache& cache = *a.step.caches[static_cast<size_t>(s.seq)];
+  if (p.layer < 0 || p.layer >= static_cast<int64_t>(cache.layers.size()))
+    fail("internal: ", graph::op_name(a.node.op), ": layer ", p.layer, " not in the cache");
+  KVCache::Layer& l = cache.layers[static_cast<size_t>(p.layer)];
+  if (l.kind != StateKind::Recurrent || p.state_slot < 0 ||
+      p.state_slot >= static_cast<int64_t>(l.states.size()) ||
+      !std::ranges::equal(l.states[static_cast<size_t>(p.state_slot)].shape(), expect))
+    fail("internal: ", graph::op_name(a.node.op), ": layer ", p.layer, " has no state ",
+         p.state_slot, " of shape ", shape_str(Shape(expect)));
+  return l.states[static_cast<size_t>(p.state_slot)].mut<float>();
+}
+
+void causal_conv(const NodeArgs& a) {
+  const Tensor &x = *a.inputs[0], &w = *a.inputs[1];
+  const int64_t ch = x.dim(1), kernel = w.numel() / ch;
+  for (const graph::Segment& s : a.step.segments)
+    cpu::causal_conv(x.data<float>() + s.first * ch, s.count, ch, w.data<float>(), kernel,
+                     f32(a.inputs[2]), recurrent_state(a, s, {kernel - 1, ch}),
+                     a.out.mut<float>() + s.first * ch);
+}
+
+void gated_delta_rule(const NodeArgs& a, bool reference) {
+  const Tensor &q = *a.inputs[0], &v = *a.inputs[2];
+  const int64_t kh = q.dim(1), dk = q.dim(2), vh = v.dim(1), dv = v.dim(2);
+  for (const graph::Segment& s : a.step.segments) {
+    cpu::DeltaRuleArgs args{q.data<float>() + s.first * kh * dk,
+                            a.inputs[1]->data<float>() + s.first * kh * dk,
+                            v.data<float>() + s.first * vh * dv,
+                            a.inputs[3]->data<float>() + s.first * vh,
+                            a.inputs[4]->data<float>() + s.first * vh,
+                            a.inputs[5]->data<float>(),
+                            a.inputs[6]->data<float>(),
+                            s.count,
+                            kh,
+                            vh,
+                            dk,
+                            dv,
+                            recurrent_state(a, s, {vh, dk, dv}),
+                            a.out.mut<float>() + s.first * vh * dv,
+                            a.workspace};
+    cpu::gated_delta_rule(args, reference ? nullptr : &a.pool);
+  }
+}
+
 // Per head h: rows x[:, h, :] times w[h]^T, gathered into the workspace and scattered back.
 size_t head_linear_floats(int64_t n, int64_t k, int64_t m, DType w_dtype, bool reference) {
   const size_t scratch = reference ? 0 : cpu::matmul_scratch_bytes(w_dtype, n, k);
@@ -181,6 +231,11 @@ class CpuBackend : public Backend {
     if (node.op == Op::HeadLinear) {
       const graph::Node& w = g.at(node.inputs[1]);
       return head_linear_floats(node.shape[0], w.shape[2], w.shape[1], w.dtype, reference_);
+    }
+    if (node.op == Op::GatedDeltaRule) {
+      const int64_t k_dim = g.at(node.inputs[0]).shape[2];
+      return static_cast<size_t>((reference_ ? 1 : threads) *
+                                 cpu::delta_rule_scratch_floats(k_dim, node.shape[2]));
     }
     if (node.op != Op::Attention) return 0;
     const int64_t heads = node.shape[1];
@@ -359,6 +414,20 @@ class CpuBackend : public Backend {
       }
       case Op::HeadLinear:
         head_linear(a, reference_);
+        return;
+      case Op::Slice: {
+        const int64_t cols = x->dim(-1), m = a.out.dim(-1), rows = numel / m;
+        for (int64_t r = 0; r < rows; ++r)
+          std::memcpy(a.out.mut<float>() + r * m,
+                      x->data<float>() + r * cols + n.params.slice_start,
+                      static_cast<size_t>(m) * sizeof(float));
+        return;
+      }
+      case Op::CausalConv:
+        causal_conv(a);
+        return;
+      case Op::GatedDeltaRule:
+        gated_delta_rule(a, reference_);
         return;
       case Op::Rows: {
         const Tensor& idx = *a.inputs[1];
