@@ -54,10 +54,16 @@ int cmd_inspect(int argc, char** argv) {
   try {
     auto model = load_model(ckpt, {});
     const ModelInfo& info = model->info();
-    const uint64_t kv_per_token =
-        2ull * static_cast<uint64_t>(info.num_layers * info.kv_heads * info.head_dim) *
-        sizeof(float);
+    // What a sequence's state costs, from the caches the model lays out: KV bytes added per
+    // token, and the recurrent layers' fixed state.
+    const KVCache one = model->new_cache(1), two = model->new_cache(2);
+    const uint64_t kv_per_token = two.bytes() - one.bytes();
+    uint64_t recurrent = 0;
+    for (const KVCache::Layer& l : one.layers)
+      for (const Tensor& t : l.states) recurrent += t.nbytes();
     out["supported"] = true;
+    if (!info.runs.empty()) out["runs"] = info.runs;
+    out["recurrent_state_bytes"] = recurrent;
     out["layers"] = info.num_layers;
     out["hidden_size"] = info.hidden_size;
     out["vocab_size"] = info.vocab_size;
@@ -103,7 +109,12 @@ int cmd_inspect(int argc, char** argv) {
     if (out["supported"].get<bool>()) {
       std::cout << "supported:    yes (" << out["layers"] << " layers, compute in "
                 << out["compute_dtype"].get<std::string>() << ", KV cache "
-                << out["kv_cache_bytes_per_token"] << " bytes per token)\n";
+                << out["kv_cache_bytes_per_token"] << " bytes per token";
+      if (out["recurrent_state_bytes"].get<uint64_t>() > 0)
+        std::cout << ", recurrent state " << out["recurrent_state_bytes"] << " bytes per sequence";
+      std::cout << ")\n";
+      if (out.contains("runs"))
+        std::cout << "runs:         " << out["runs"].get<std::string>() << "\n";
       if (out.contains("graph"))
         std::cout << "graph:        " << out["graph"]["nodes"] << " nodes for "
                   << out["graph"]["tokens"] << " tokens, hash "

@@ -50,7 +50,11 @@ void scale_cached_values(KVCache& cache, int64_t layer, float factor) {
   if (layer < 0 || layer >= static_cast<int64_t>(cache.layers.size()) || cache.length == 0)
     fail("scale_cached_values: no layer ", layer, " or nothing cached");
   KVCache::Layer& l = cache.layers[static_cast<size_t>(layer)];
-  if (l.kind == StateKind::Recurrent) fail("scale_cached_values: layer ", layer, " is recurrent");
+  if (l.kind == StateKind::Recurrent) {  // the state the layer carries forward
+    for (Tensor& t : l.states)
+      for (int64_t i = 0; i < t.numel(); ++i) t.mut<float>()[i] *= factor;
+    return;
+  }
   const int64_t slot = (cache.length - 1) % l.slots;
   const int64_t per_slot = l.v.numel() / l.v.dim(0);
   float* v = l.v.mut<float>() + slot * per_slot;

@@ -74,8 +74,9 @@ Tensor decode_logits(const Model& model, Context& ctx, std::span<const int32_t> 
                      std::span<const int32_t> fed,
                      const std::function<void(KVCache&)>& edit_cache = {});
 
-// Multiplies the values `layer` holds for the cache's last filled position by `factor`: a
-// cache bug that moves the following decode steps' logits but not the prompt's.
+// Multiplies the values `layer` holds for the cache's last filled position by `factor` (every
+// state tensor of a recurrent layer): a cache bug that moves the following decode steps'
+// logits but not the prompt's.
 void scale_cached_values(KVCache& cache, int64_t layer, float factor);
 
 }  // namespace lathe

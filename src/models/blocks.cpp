@@ -22,6 +22,14 @@ Value self_attention(Builder& g, Value x, const AttentionWeights& w, const Atten
                      const AttentionInputs& in, const std::string& prefix) {
   const int64_t n = g.dim(x, 0);
   Value q = linear(g, x, w.q, w.q_bias);
+  Value gate;
+  if (s.output_gate) {  // per head [query | gate] (Qwen3NextAttention's torch.chunk)
+    if (s.qk_norm == QkNorm::RmsAcrossHeads || s.clip_qkv > 0)
+      fail("internal: an output gate with flat q/k norms or clipping");
+    const Value qg = g.reshape(q, {n, s.heads, 2 * s.head_dim});
+    q = g.reshape(g.slice(qg, 0, s.head_dim), {n, s.heads * s.head_dim});
+    gate = g.reshape(g.slice(qg, s.head_dim, s.head_dim), {n, s.heads * s.head_dim});
+  }
   Value k = linear(g, x, w.k, w.k_bias);
   Value v = linear(g, x, w.v, w.v_bias);
   auto clip = [&] {
@@ -68,7 +76,9 @@ Value self_attention(Builder& g, Value x, const AttentionWeights& w, const Atten
                            .bias = in.bias},
                           g.weight(in.slopes));
   g.name(out, prefix + "attn");
-  out = linear(g, g.reshape(out, {n, s.heads * s.head_dim}), w.o, w.o_bias);
+  out = g.reshape(out, {n, s.heads * s.head_dim});
+  if (s.output_gate) out = g.act_mul(graph::Activation::Sigmoid, gate, out);
+  out = linear(g, out, w.o, w.o_bias);
   return g.name(out, prefix + "attn_out");
 }
 

@@ -13,12 +13,12 @@ AttentionWeights load_attention(Weights& w, const std::string& prefix, const Att
                                 const std::string& o_name) {
   AttentionWeights a;
   const int64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
-  a.q = w.matrix(prefix + "q_proj.weight", {q_out, s.hidden});
+  a.q = w.matrix(prefix + "q_proj.weight", {s.output_gate ? 2 * q_out : q_out, s.hidden});
   a.k = w.matrix(prefix + "k_proj.weight", {kv_out, s.hidden});
   a.v = w.matrix(prefix + "v_proj.weight", {kv_out, s.hidden});
   a.o = w.matrix(prefix + o_name + ".weight", {s.hidden, q_out});
   if (s.qkv_bias) {
-    a.q_bias = w.vector(prefix + "q_proj.bias", {q_out});
+    a.q_bias = w.vector(prefix + "q_proj.bias", {s.output_gate ? 2 * q_out : q_out});
     a.k_bias = w.vector(prefix + "k_proj.bias", {kv_out});
     a.v_bias = w.vector(prefix + "v_proj.bias", {kv_out});
   }

@@ -37,6 +37,9 @@ struct AttentionSpec {
   graph::RopeLayout rope_layout = graph::RopeLayout::HalfSplit;  // Ernie4_5: Interleaved
   float clip_qkv = 0;            // Olmo clip_qkv: q, k and v clamped to [-clip, clip] (0: none)
   bool clip_after_norm = false;  // Olmoe: clamps after the q/k norms, Olmo before them
+  // Qwen3Next, Qwen3.5: q_proj gives each head its query and then as many gate values; the
+  // attention output is multiplied by sigmoid(gate) before o_proj.
+  bool output_gate = false;
 };
 
 struct AttentionWeights {

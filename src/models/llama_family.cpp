@@ -116,7 +116,11 @@ std::unique_ptr<Model> build_llama_family(const Checkpoint& ckpt, const LlamaFam
 }
 
 LlamaFamilyConfig read_llama_family_config(const Checkpoint& ckpt, const LlamaFamilyDefaults& d) {
-  JsonFields f(ckpt.config(), ckpt.config_path());
+  return read_llama_family_config(ckpt, JsonFields(ckpt.config(), ckpt.config_path()), d);
+}
+
+LlamaFamilyConfig read_llama_family_config(const Checkpoint& ckpt, const JsonFields& f,
+                                           const LlamaFamilyDefaults& d) {
   LlamaFamilyConfig c;
   c.architecture = ckpt.architecture();
   c.vocab_size = f.get_or<int64_t>("vocab_size", d.vocab_size);

@@ -63,6 +63,9 @@ struct LlamaFamilyDefaults {
   double rms_norm_eps = 1e-6;
 };
 LlamaFamilyConfig read_llama_family_config(const Checkpoint& ckpt, const LlamaFamilyDefaults& d);
+// The same from `f`: config.json itself, or the text_config a multimodal config.json nests.
+LlamaFamilyConfig read_llama_family_config(const Checkpoint& ckpt, const JsonFields& f,
+                                           const LlamaFamilyDefaults& d);
 
 // Marks the tensors of layers `first` and above (model.layers.N. with N >= first) unused: the
 // multi-token prediction layers Glm4Moe and DeepseekV3 checkpoints append.

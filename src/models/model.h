@@ -44,6 +44,9 @@ struct ModelInfo {
   // Phi3ForCausalLM.prepare_inputs_for_generation drops its cache there: the schedule turns
   // to its long factors, and the cached keys were rotated with the short ones. 0: never.
   int64_t rebuild_cache_at = 0;
+  // What of a multimodal checkpoint runs, for `lathe inspect` (empty: all of it), e.g. "the
+  // text model (model.language_model.); not loaded: 20 vision tower tensors (model.visual.)".
+  std::string runs;
 };
 
 class Model {

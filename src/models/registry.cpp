@@ -45,6 +45,9 @@ std::unique_ptr<Model> load_deepseek_v3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_deepseek_v2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_glm4_moe_lite(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_ernie4_5_moe(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_qwen3_next(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_qwen3_5(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_qwen3_5_moe(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -129,6 +132,18 @@ const std::vector<ArchitectureEntry>& architectures() {
       {"Ernie4_5_MoeForCausalLM", "ernie4_5_moe", load_ernie4_5_moe,
        "Ernie4_5 with experts: softmax router chosen with moe_statics' bias, shared experts, "
        "moe_layer_start/end/interval (use_bias false)"},
+      {"Qwen3NextForCausalLM", "qwen3_next", load_qwen3_next,
+       "hybrid: Gated DeltaNet linear attention (recurrent state) and gated full attention, "
+       "partial rotary, (1 + w) norms; experts with a gated shared expert"},
+      {"Qwen3_5ForCausalLM", "qwen3_5_text", load_qwen3_5,
+       "Qwen3Next's hybrid decoder with separate linear-attention projections, dense MLP"},
+      {"Qwen3_5ForConditionalGeneration", "qwen3_5", load_qwen3_5,
+       "the text model of the multimodal checkpoint (text_config, model.language_model.); "
+       "the vision tower is not loaded"},
+      {"Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", load_qwen3_5_moe,
+       "Qwen3.5 with experts on every layer (3-D expert tensors) and a gated shared expert"},
+      {"Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe", load_qwen3_5_moe,
+       "the text model of the multimodal checkpoint; the vision tower is not loaded"},
   };
   return table;
 }
@@ -143,7 +158,20 @@ const std::vector<PlannedArchitecture>& planned_architectures() {
       {"Llama4ForCausalLM",
        "chunked attention, NoPE layers with attention temperature tuning, a sigmoid top-1 router "
        "that scales the expert's input, L2-normed q/k"},
-      {"Lfm2MoeForCausalLM", "short gated convolution layers (recurrent state: the hybrid issue)"},
+      {"Lfm2MoeForCausalLM",
+       "LFM2's short gated convolution layers (B * x, CausalConv, C * out) beside attention, "
+       "with a sigmoid router with expert bias"},
+      {"Lfm2ForCausalLM",
+       "short gated convolution layers (B * x, CausalConv, C * out) beside attention layers"},
+      {"Gemma4ForCausalLM",
+       "per-layer embeddings, KV shared across layers, other head sizes for global layers "
+       "(also the text model of Gemma4ForConditionalGeneration)"},
+      {"Gemma3nForCausalLM",
+       "per-layer embeddings, AltUp and Laurel blocks, KV sharing, activation sparsity"},
+      {"Mamba2ForCausalLM", "Mamba2 SSM layers: a chunked selective-scan op with its state"},
+      {"GraniteMoeHybridForCausalLM", "Mamba2 layers among attention layers, experts"},
+      {"FalconH1ForCausalLM", "parallel Mamba2 and attention in each layer, muP multipliers"},
+      {"NemotronHForCausalLM", "Mamba2, attention and MLP layers by hybrid_override_pattern"},
       {"DeepseekV4ForCausalLM",
        "hyper-connections, compressed sparse attention (HCA / CSA compressors, an indexer that "
        "picks the keys), a hash router beside the top-k one"},

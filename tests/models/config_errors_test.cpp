@@ -85,6 +85,33 @@ TEST(ConfigErrors, MixturesOfExperts) {
       "field \"num_local_experts\" is 0, out of range");
 }
 
+// Hybrid linear-attention fields: layer kinds lathe lacks, head counts that do not divide,
+// sizes out of range, a malformed text_config; each an error naming the field.
+TEST(ConfigErrors, HybridLinearAttention) {
+  expect_error(
+      "qwen3_next_moe_hybrid", [](Json& c) { c["layer_types"][1] = "mamba"; },
+      "layer_types[1] is \"mamba\"; lathe implements linear_attention and full_attention");
+  expect_error(
+      "qwen3_next_moe_hybrid", [](Json& c) { c["layer_types"] = {"full_attention"}; },
+      "field \"layer_types\" must list 4 layer types");
+  expect_error(
+      "qwen3_next_moe_hybrid", [](Json& c) { c["linear_num_value_heads"] = 5; },
+      "linear_num_value_heads 5 is not a multiple of linear_num_key_heads 2");
+  // 3 value heads of 3 key heads: divisible, but the checkpoint's tensors are for 1 key head.
+  expect_error(
+      "qwen3_5_dense_interval3_tied", [](Json& c) { c["linear_num_key_heads"] = 3; },
+      "in_proj_qkv.weight");
+  expect_error(
+      "qwen3_5_dense_interval3_tied", [](Json& c) { c["linear_conv_kernel_dim"] = 0; },
+      "field \"linear_conv_kernel_dim\" is 0, out of range");
+  expect_error(
+      "qwen3_5_dense_interval3_tied", [](Json& c) { c["full_attention_interval"] = 0; },
+      "field \"full_attention_interval\" is 0, out of range");
+  expect_error(
+      "qwen3_5_multimodal_text", [](Json& c) { c["text_config"] = 7; },
+      "field \"text_config\" must be an object");
+}
+
 TEST(ConfigErrors, CrossAttention) {
   for (const char* fixture : {"gpt2_tied", "gpt_bigcode_mqa_tied"})
     expect_error(

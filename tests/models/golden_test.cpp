@@ -6,6 +6,8 @@
 #include <filesystem>
 
 #include "backends/cpu/isa.h"
+#include "core/numeric.h"
+#include "io/safetensors.h"
 #include "lab/golden_check.h"
 #include "support/run.h"
 
@@ -121,14 +123,25 @@ TEST_P(Golden, ShardedCheckpointMatchesTransformers) {
   EXPECT_TRUE(fs::exists(dir.path() / "model.safetensors.index.json"));
 }
 
+// How far transformers' own logits move when the fixture's weights are rounded to bf16.
+double reference_bf16_drift(const std::string& fixture) {
+  const SafetensorsFile f =
+      SafetensorsFile::open(fs::path(testing::fixture_dir(fixture)) / "goldens.safetensors");
+  const Tensor rounded = f.tensor("logits_bf16"), exact = f.tensor("logits");
+  return nmse({rounded.data<float>(), static_cast<size_t>(rounded.numel())},
+              {exact.data<float>(), static_cast<size_t>(exact.numel())});
+}
+
 TEST_P(Golden, Bf16MatchesTransformersOnRoundedWeights) {
   const GoldenCheck r = run({.dtype = DType::BF16}, std::nullopt, false);
   expect_rounded_match(r);
   // Against f32 transformers: the rounding drift the lab's bf16 tolerance allows, where no
   // router near-tie flips an expert (a flipped expert moves logits by more: measured on the
-  // MoE fixtures, docs/testing.md).
+  // MoE fixtures, docs/testing.md). A fixture whose random weights make transformers itself
+  // drift further (the hybrid linear-attention ones: 5.5e-3 on qwen3_5_dense_interval3_tied,
+  // from the convolution's and projections' rounding) is held to twice that drift.
   if (r.route_choices == 0) {
-    EXPECT_LE(r.logits.nmse, kBf16Nmse) << r.name;
+    EXPECT_LE(r.logits.nmse, std::max(kBf16Nmse, 2 * reference_bf16_drift(r.name))) << r.name;
   }
 }
 

@@ -18,6 +18,10 @@ For each config it writes tests/fixtures/tiny/<name>/:
                        rounded weights), per-layer summaries, the MoE layers' route names,
                        and the transformers / torch versions that made them
 
+A spec's "model_class" (e.g. Qwen3_5ForConditionalGeneration) makes and runs the checkpoint
+with that class instead of AutoModelForCausalLM: a multimodal wrapper saved with its vision
+tower, whose text logits are checked equal to AutoModelForCausalLM's of the same checkpoint.
+
 Usage: make_tiny.py [--only NAME] [--out tests/fixtures/tiny]   (needs torch + transformers)
 """
 import argparse
@@ -49,6 +53,20 @@ def counter_ids(seed: int, count: int, vocab: int, avoid: set[int]) -> list[int]
     return [i for i in ids if i not in avoid][:count]
 
 
+def new_model(cls, hf_config):
+    """A fresh f32 model of hf_config (auto classes say from_config, model classes _from_config)."""
+    make = cls.from_config if hasattr(cls, "from_config") else cls._from_config
+    return make(hf_config, dtype=torch.float32)
+
+
+def model_class(spec: dict):
+    """The class the fixture's checkpoint is made and run with: AutoModelForCausalLM, or the
+    spec's "model_class" (a multimodal wrapper such as Qwen3_5ForConditionalGeneration, saved
+    with its vision tower, whose forward on text runs its language model)."""
+    return getattr(transformers, spec["model_class"]) if "model_class" in spec else \
+        transformers.AutoModelForCausalLM
+
+
 def saved_tensors(model) -> dict:
     """{name: shape} of the tensors save_pretrained writes for this model."""
     from safetensors import safe_open
@@ -63,14 +81,13 @@ def saved_tensors(model) -> dict:
     return out
 
 
-def load_published(config: dict, tensors: dict):
+def load_published(cls, config: dict, tensors: dict):
     """The model from_pretrained makes of these tensors, saved as a checkpoint would be."""
     with tempfile.TemporaryDirectory() as tmp:
         (pathlib.Path(tmp) / "config.json").write_text(json.dumps(config))
         save_file({n: t.numpy() for n, t in tensors.items()}, str(pathlib.Path(tmp) / "model.safetensors"),
                   metadata={"format": "pt"})
-        model, info = transformers.AutoModelForCausalLM.from_pretrained(
-            tmp, dtype=torch.float32, output_loading_info=True)
+        model, info = cls.from_pretrained(tmp, dtype=torch.float32, output_loading_info=True)
     assert not any(info.get(k) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
     model.eval()
     return model
@@ -78,7 +95,7 @@ def load_published(config: dict, tensors: dict):
 
 def fresh_model(hf_config, state: dict):
     """A new f32 model holding `state` (no state such as dynamic rope caches carries over)."""
-    model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+    model = new_model(CLASS, hf_config)
     model.load_state_dict(state)
     model.eval()
     return model
@@ -113,8 +130,13 @@ def greedy(hf_config, state: dict, prompt: list[int], eos: set[int]):
     return tokens, margins, decode_logits
 
 
+CLASS = transformers.AutoModelForCausalLM  # model_class() of the spec being built
+
+
 def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
+    global CLASS
     spec = json.loads(spec_path.read_text())
+    CLASS = model_class(spec)
     name = spec_path.stem
     out = out_root / name
     out.mkdir(parents=True, exist_ok=True)
@@ -127,7 +149,7 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         (pathlib.Path(tmp) / "config.json").write_text(json.dumps(config))
         hf_config = transformers.AutoConfig.from_pretrained(tmp)
-    model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+    model = new_model(CLASS, hf_config)
     model.eval()
 
     seed = spec["seed"]
@@ -170,7 +192,7 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         entries.append({"name": tname, "shape": shape, "center": center, "scale": scale})
         new_state[tname] = torch.from_numpy(weightgen.generate(seed, tname, shape, center, scale))
     if published_layout:
-        model = load_published(config, new_state)
+        model = load_published(CLASS, config, new_state)
     else:
         missing, unexpected = model.load_state_dict(new_state, strict=False)
         assert not unexpected, unexpected
@@ -182,7 +204,7 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         json.dumps({"seed": seed, "generator": "splitmix64-fnv1a-v1", "tensors": entries}, indent=1)
         + "\n")
 
-    vocab = hf_config.vocab_size
+    vocab = hf_config.get_text_config().vocab_size
     eos = gen_config.get("eos_token_id", [])
     eos = set(eos if isinstance(eos, list) else [eos])
     tf_ids = counter_ids(seed + 1, spec.get("teacher_forced_length", 24), vocab, eos)
@@ -205,6 +227,15 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         state_names, states = module_outputs.ordered_states(state_names, states, inside)
         hidden = torch.stack(states).float().numpy()
     new_tokens, margins, decode_logits = greedy(hf_config, model.state_dict(), prompt, eos)
+    if "model_class" in spec:
+        # The wrapper's text output is what AutoModelForCausalLM makes of the same checkpoint
+        # (transformers maps a multimodal config to the text model's causal LM).
+        with tempfile.TemporaryDirectory() as tmp:
+            model.save_pretrained(tmp)
+            causal = transformers.AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32)
+        with torch.no_grad():
+            causal_logits = causal(torch.tensor([tf_ids])).logits[0].float().numpy()
+        assert np.array_equal(causal_logits, logits), type(causal).__name__
     tf_margins = [float(v[0] - v[1]) for v in torch.topk(torch.from_numpy(logits), 2).values]
     tensors = {"logits": logits, "hidden_states": hidden, "decode_logits": decode_logits}
     # The same model with every tensor rounded to bf16 (f16) and computed in f32: what lathe

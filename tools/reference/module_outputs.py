@@ -13,7 +13,7 @@ listed in SKIP: Bloom's attention and MLP modules add the residual themselves.
 """
 import contextlib
 
-ATTENTION = ("self_attn", "attn", "attention", "self_attention")
+ATTENTION = ("self_attn", "attn", "attention", "self_attention", "linear_attn")
 MLP = ("mlp", "block_sparse_moe")
 SKIP = {"BloomForCausalLM"}
 
@@ -22,7 +22,7 @@ def decoder_layers(model):
     """The ModuleList holding the decoder layers (num_hidden_layers of them)."""
     import torch
 
-    n = model.config.num_hidden_layers
+    n = model.config.get_text_config().num_hidden_layers  # a multimodal config nests it
     for _, module in model.named_modules():
         if isinstance(module, torch.nn.ModuleList) and len(module) == n:
             return module
