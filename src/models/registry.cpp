@@ -45,6 +45,7 @@ std::unique_ptr<Model> load_deepseek_v3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_deepseek_v2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_glm4_moe_lite(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_ernie4_5_moe(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_olmo3(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -129,6 +130,8 @@ const std::vector<ArchitectureEntry>& architectures() {
       {"Ernie4_5_MoeForCausalLM", "ernie4_5_moe", load_ernie4_5_moe,
        "Ernie4_5 with experts: softmax router chosen with moe_statics' bias, shared experts, "
        "moe_layer_start/end/interval (use_bias false)"},
+      {"Olmo3ForCausalLM", "olmo3", load_olmo3,
+       "Olmo2's post-norm block with sliding/full layers and a rotary schedule per layer type"},
   };
   return table;
 }

@@ -42,6 +42,14 @@ std::vector<double> read_factor_list(const JsonFields& f, const std::string& key
 
 }  // namespace
 
+void rotate_whole_head(RopeConfig& r, const std::string& origin, const std::string& architecture) {
+  if (r.kind == RopeKind::Default)
+    r.rot_dim = r.head_dim;
+  else if (r.rot_dim != r.head_dim)
+    fail(origin, ": field \"partial_rotary_factor\" gives ", r.rot_dim, " rotary dims of head_dim ",
+         r.head_dim, "; ", architecture, " rotates the whole head");
+}
+
 RopeConfig read_rope_config(const JsonFields& cfg, int64_t head_dim,
                             int64_t max_position_embeddings, double default_theta,
                             double default_partial) {

@@ -79,6 +79,7 @@ const std::vector<std::string> kFixtures = {
     "exaone4_untied_sliding_pattern",
     "apertus_tied_bias_default_rope",
     "gpt_neox_parallel_untied",
+    "olmo3_untied_sliding_linear",
 };
 
 class EngineFixture : public ::testing::TestWithParam<std::string> {

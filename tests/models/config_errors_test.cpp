@@ -183,5 +183,23 @@ TEST(ConfigErrors, NeoxFamilyAndLaterArchitectures) {
       "field \"hidden_act\" is \"quick_gelu\"");
 }
 
+// Olmo3 builds a sliding mask whatever its layers are and needs a window for it; its rotary
+// entries are keyed by layer type; apply_rotary_pos_emb rotates the whole head.
+TEST(ConfigErrors, Olmo3) {
+  expect_error(
+      "olmo3_untied_sliding_linear", [](Json& c) { c["sliding_window"] = nullptr; },
+      "field \"sliding_window\" is null");
+  expect_error(
+      "olmo3_untied_sliding_linear",
+      [](Json& c) {
+        c["rope_parameters"] = {{"rope_type", "default"}};
+      },
+      "field \"rope_parameters\" must be keyed by layer type");
+  expect_error(
+      "olmo3_tied_layer_types_yarn_bias",
+      [](Json& c) { c["rope_parameters"]["full_attention"]["partial_rotary_factor"] = 0.5; },
+      "field \"partial_rotary_factor\" gives 6 rotary dims of head_dim 12");
+}
+
 }  // namespace
 }  // namespace lathe
