@@ -60,7 +60,8 @@ class CohereModel : public Decoder {
     graph::Value a = blocks::self_attention(g, normed, l.attn, cfg_.base.attention,
                                             {.rope_tables = in.rope_tables[0], .layer = i}, p);
     graph::Value m = blocks::gated_mlp(g, normed, l.mlp, cfg_.act, p);
-    return g.add(x, g.add(a, m));  // the parallel residual x + (a + m)
+    // residual + hidden_states_attention + hidden_states_mlp, added in that order.
+    return g.add(g.add(x, a), m);
   }
 
   graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
