@@ -46,6 +46,7 @@ std::unique_ptr<Model> load_deepseek_v2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_glm4_moe_lite(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_ernie4_5_moe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_olmo3(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_cohere2(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -132,6 +133,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "moe_layer_start/end/interval (use_bias false)"},
       {"Olmo3ForCausalLM", "olmo3", load_olmo3,
        "Olmo2's post-norm block with sliding/full layers and a rotary schedule per layer type"},
+      {"Cohere2ForCausalLM", "cohere2", load_cohere2,
+       "Cohere's parallel block without q/k norms, sliding/full layers, rotary on sliding only"},
   };
   return table;
 }

@@ -80,6 +80,7 @@ const std::vector<std::string> kFixtures = {
     "apertus_tied_bias_default_rope",
     "gpt_neox_parallel_untied",
     "olmo3_untied_sliding_linear",
+    "cohere2_tied_sliding_pattern",
 };
 
 class EngineFixture : public ::testing::TestWithParam<std::string> {

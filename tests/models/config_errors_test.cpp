@@ -201,5 +201,17 @@ TEST(ConfigErrors, Olmo3) {
       "field \"partial_rotary_factor\" gives 6 rotary dims of head_dim 12");
 }
 
+TEST(ConfigErrors, Cohere2) {
+  expect_error(
+      "cohere2_tied_sliding_pattern", [](Json& c) { c["sliding_window"] = nullptr; },
+      "field \"sliding_window\" is null");
+  expect_error(
+      "cohere2_untied_layer_types_bias_headdim",
+      [](Json& c) {
+        c["layer_types"] = {"sliding_attention", "full_attention"};
+      },
+      "field \"layer_types\" must list 3 layer types");
+}
+
 }  // namespace
 }  // namespace lathe
