@@ -47,6 +47,7 @@ std::unique_ptr<Model> load_glm4_moe_lite(const Checkpoint&, const ModelOptions&
 std::unique_ptr<Model> load_ernie4_5_moe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_olmo3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_cohere2(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_ministral3(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -135,6 +136,9 @@ const std::vector<ArchitectureEntry>& architectures() {
        "Olmo2's post-norm block with sliding/full layers and a rotary schedule per layer type"},
       {"Cohere2ForCausalLM", "cohere2", load_cohere2,
        "Cohere's parallel block without q/k norms, sliding/full layers, rotary on sliding only"},
+      {"Ministral3ForCausalLM", "ministral3", load_ministral3,
+       "Mistral with Llama 4's position scale on the queries (llama_4_scaling_beta); yarn by "
+       "default"},
   };
   return table;
 }

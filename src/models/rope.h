@@ -31,6 +31,11 @@ struct RopeConfig {
   double low_freq_factor = 1, high_freq_factor = 4;
   // longrope
   std::vector<double> long_factor, short_factor;
+  // Ministral3's llama_4_scaling_beta (get_llama_4_attn_scale): cos and sin also times
+  // 1 + beta * log(1 + floor(pos / llama_4_scaling_length)), which scales the queries rotated by
+  // them (0: no such scale).
+  double llama_4_scaling_beta = 0;
+  int64_t llama_4_scaling_length = 0;
 };
 
 // Reads rope_parameters (transformers >= 5) or the legacy rope_theta + rope_scaling fields of

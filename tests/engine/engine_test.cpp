@@ -81,6 +81,7 @@ const std::vector<std::string> kFixtures = {
     "gpt_neox_parallel_untied",
     "olmo3_untied_sliding_linear",
     "cohere2_tied_sliding_pattern",
+    "ministral3_untied_yarn_llama4_scale",  // queries scaled by position: batched segments
 };
 
 class EngineFixture : public ::testing::TestWithParam<std::string> {

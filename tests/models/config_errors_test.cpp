@@ -213,5 +213,27 @@ TEST(ConfigErrors, Cohere2) {
       "field \"layer_types\" must list 3 layer types");
 }
 
+// Ministral3Attention scales its queries by two rope_parameters fields; transformers fails
+// without either.
+TEST(ConfigErrors, Ministral3) {
+  expect_error(
+      "ministral3_untied_yarn_llama4_scale",
+      [](Json& c) { c["rope_parameters"].erase("llama_4_scaling_beta"); },
+      "field \"llama_4_scaling_beta\" is missing");
+  expect_error(
+      "ministral3_tied_window_default_rope",
+      [](Json& c) {
+        c["rope_parameters"] = {
+            {"rope_type", "default"}, {"rope_theta", 10000.0}, {"llama_4_scaling_beta", 0.1}};
+      },
+      "field \"original_max_position_embeddings\" is missing");
+  EXPECT_EQ(load_error("ministral3_untied_yarn_llama4_scale",
+                       [](Json& c) { c["rope_parameters"]["llama_4_scaling_beta"] = 0.0; }),
+            "");
+  expect_error(
+      "ministral3_tied_window_default_rope", [](Json& c) { c["sliding_window"] = 0; },
+      "field \"sliding_window\" is 0");
+}
+
 }  // namespace
 }  // namespace lathe
