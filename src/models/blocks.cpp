@@ -61,7 +61,7 @@ Value self_attention(Builder& g, Value x, const AttentionWeights& w, const Atten
     k = norm(k, w.k_norm, w.k_norm_bias);
   }
   if (s.rope) {
-    q = g.rope(q, in.rope_tables, s.rope_layout);
+    q = g.rope(q, in.q_rope_tables.valid() ? in.q_rope_tables : in.rope_tables, s.rope_layout);
     k = g.rope(k, in.rope_tables, s.rope_layout);
   }
   g.name(q, prefix + "q");

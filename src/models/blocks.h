@@ -24,6 +24,9 @@ Value layer_norm(Builder& g, Value x, const NormWeights& w, float eps);
 // The step inputs and tables a layer's attention reads.
 struct AttentionInputs {
   Value rope_tables;  // [2, n, rot/2] (unused when the spec has no rotary)
+  // The queries' tables where they differ from the keys' (Ministral3's llama-4 position
+  // scale); invalid: rope_tables.
+  Value q_rope_tables = {};
   int64_t layer = 0;  // the cache layer
   graph::PositionBias bias = graph::PositionBias::None;
   Tensor slopes = {};  // ALiBi slopes [heads] when bias is set

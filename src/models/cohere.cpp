@@ -3,22 +3,17 @@
 // (x + attn(ln(x)) + mlp(ln(x))); rotary pairs are interleaved; q and k optionally get
 // per-head LayerNorms with a weight for each head (use_qk_norm); a gated MLP; logits are
 // multiplied by logit_scale.
+#include "models/cohere.h"
+
 #include "core/error.h"
 #include "models/decoder.h"
-#include "models/llama_family.h"
 #include "models/registry.h"
 
 namespace lathe {
 namespace {
 
-struct CohereConfig {
-  LlamaFamilyConfig base;  // the fields CohereConfig shares with LlamaConfig
-  float layer_norm_eps = 1e-5f;
-  float logit_scale = 0.0625f;
-  graph::Activation act = graph::Activation::Silu;
-};
-
-// transformers CohereModel / CohereDecoderLayer.
+// transformers CohereModel / CohereDecoderLayer (and Cohere2's, with a window and rotary per
+// layer).
 class CohereModel : public Decoder {
  public:
   CohereModel(const Checkpoint& ckpt, CohereConfig cfg, const ModelOptions& opts)
@@ -32,6 +27,9 @@ class CohereModel : public Decoder {
     for (int64_t i = 0; i < b.num_layers; ++i) {
       const std::string p = cat("model.layers.", i, ".");
       Layer l;
+      l.spec = s;
+      l.spec.window = b.layer_windows.at(i);
+      if (!b.layer_rope.empty()) l.spec.rope = b.layer_rope.at(i);
       l.norm = load_layer_norm(w, p + "input_layernorm.", h, {.bias = false});
       l.attn = load_attention(w, p + "self_attn.", s);
       if (s.qk_norm ==
@@ -49,6 +47,10 @@ class CohereModel : public Decoder {
     info_ = decoder_info(b, w.matrix_dtype());
   }
 
+  std::vector<LayerStateSpec> layer_states() const override {
+    return blocks::kv_layer_states(cfg_.base.attention, cfg_.base.layer_windows);
+  }
+
  protected:
   // CohereDecoderLayer: x + attn(ln(x)) + mlp(ln(x)).
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
@@ -57,10 +59,11 @@ class CohereModel : public Decoder {
     const std::string p = cat("layer.", i, ".");
     const graph::Value normed =
         g.name(blocks::layer_norm(g, x, l.norm, cfg_.layer_norm_eps), p + "attn_norm");
-    graph::Value a = blocks::self_attention(g, normed, l.attn, cfg_.base.attention,
+    graph::Value a = blocks::self_attention(g, normed, l.attn, l.spec,
                                             {.rope_tables = in.rope_tables[0], .layer = i}, p);
     graph::Value m = blocks::gated_mlp(g, normed, l.mlp, cfg_.act, p);
-    return g.add(x, g.add(a, m));  // the parallel residual x + (a + m)
+    // residual + hidden_states_attention + hidden_states_mlp, added in that order.
+    return g.add(g.add(x, a), m);
   }
 
   graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
@@ -74,6 +77,7 @@ class CohereModel : public Decoder {
 
  private:
   struct Layer {
+    AttentionSpec spec;
     NormWeights norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
@@ -84,6 +88,11 @@ class CohereModel : public Decoder {
 };
 
 }  // namespace
+
+std::unique_ptr<Model> build_cohere_decoder(const Checkpoint& ckpt, CohereConfig cfg,
+                                            const ModelOptions& opts) {
+  return std::make_unique<CohereModel>(ckpt, std::move(cfg), opts);
+}
 
 std::unique_ptr<Model> load_cohere(const Checkpoint& ckpt, const ModelOptions& opts) {
   // CohereConfig defaults.
@@ -113,7 +122,7 @@ std::unique_ptr<Model> load_cohere(const Checkpoint& ckpt, const ModelOptions& o
   // CohereRotaryEmbedding's default kind rotates the whole head whatever
   // partial_rotary_factor says; the scaled kinds honour it.
   if (c.base.rope.kind == RopeKind::Default) c.base.rope.rot_dim = a.head_dim;
-  return std::make_unique<CohereModel>(ckpt, std::move(c), opts);
+  return build_cohere_decoder(ckpt, std::move(c), opts);
 }
 
 }  // namespace lathe

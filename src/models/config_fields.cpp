@@ -50,6 +50,34 @@ Json with_legacy_rope_fields(const JsonFields& f, const char* theta_field, doubl
   return c;
 }
 
+std::vector<int64_t> read_layer_type_windows(const JsonFields& f, int64_t num_layers,
+                                             int64_t pattern, int64_t default_window) {
+  const int64_t window = f.get_or<int64_t>("sliding_window", default_window);
+  if (f.json().contains("sliding_window") && (!f.has("sliding_window") || window <= 0))
+    fail(f.origin(), ": field \"sliding_window\" is ", f.json().at("sliding_window").dump(),
+         "; it must be a positive window (transformers builds the sliding mask from it)");
+  std::vector<bool> sliding(static_cast<size_t>(num_layers));
+  if (f.has("layer_types")) {
+    const Json& types = f.at("layer_types");
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != num_layers)
+      fail(f.origin(), ": field \"layer_types\" must list ", num_layers, " layer types");
+    for (int64_t i = 0; i < num_layers; ++i) {
+      if (types[i] != "sliding_attention" && types[i] != "full_attention")
+        fail(f.origin(), ": layer_types[", i, "] is ", types[i].dump(),
+             "; lathe implements full_attention and sliding_attention");
+      sliding[i] = types[i] == "sliding_attention";
+    }
+  } else {
+    if (pattern <= 0)
+      fail(f.origin(), ": field \"sliding_window_pattern\" is ", pattern, ", must be positive");
+    for (int64_t i = 0; i < num_layers; ++i) sliding[i] = (i + 1) % pattern != 0;
+  }
+  std::vector<int64_t> windows(static_cast<size_t>(num_layers), 0);
+  for (int64_t i = 0; i < num_layers; ++i)
+    if (sliding[i]) windows[i] = window;
+  return windows;
+}
+
 void check_layer_count(const Checkpoint& ckpt, const JsonFields& f, int64_t num_layers) {
   const size_t tensors = ckpt.tensor_names().size();
   if (num_layers > 0 && static_cast<uint64_t>(num_layers) > tensors)

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "io/checkpoint.h"
 #include "io/json.h"
@@ -34,6 +35,14 @@ float read_nullable_float(const JsonFields& f, const std::string& field, float f
 // (GPT2Config n_embd / hidden_size): `field` when present, else `alias`, else `fallback`.
 int64_t read_int_alias(const JsonFields& f, const std::string& field, const std::string& alias,
                        int64_t fallback);
+
+// Per-layer windows from layer_types and sliding_window, as Cohere2Config and Olmo3Config read
+// them: layer_types (each "sliding_attention" or "full_attention") when config.json has it, else
+// every layer slides but each pattern-th ((i + 1) % pattern == 0 is full). Sliding layers get
+// sliding_window (default `default_window`), full ones 0. Both models build their sliding mask
+// whatever the layers are, and fail without a window: sliding_window must be positive.
+std::vector<int64_t> read_layer_type_windows(const JsonFields& f, int64_t num_layers,
+                                             int64_t pattern, int64_t default_window);
 
 // What a loaded decoder reports about itself, from any config struct with the usual fields
 // (architecture, vocab_size, hidden_size, num_layers, attention, max_position_embeddings).

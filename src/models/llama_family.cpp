@@ -28,6 +28,7 @@ class LlamaFamilyModel : public Decoder {
   LlamaFamilyModel(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.rope);
+    if (cfg_.query_rope) ropes_.emplace_back(*cfg_.query_rope);
     Weights w(ckpt, opts.dtype);
     if (cfg_.extra_layers_ignored) ignore_layers_from(w, cfg_.num_layers);
     const int64_t h = cfg_.hidden_size;
@@ -66,8 +67,12 @@ class LlamaFamilyModel : public Decoder {
     const Layer& l = layers_[static_cast<size_t>(i)];
     const std::string p = cat("layer.", i, ".");
     graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
-    a = blocks::self_attention(g, a, l.attn, l.spec, {.rope_tables = in.rope_tables[0], .layer = i},
-                               p);
+    a = blocks::self_attention(
+        g, a, l.attn, l.spec,
+        {.rope_tables = in.rope_tables[0],
+         .q_rope_tables = cfg_.query_rope ? in.rope_tables[1] : graph::Value{},
+         .layer = i},
+        p);
     x = add_residual(g, x, a);
     graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
     return add_residual(g, x,

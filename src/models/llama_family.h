@@ -32,6 +32,9 @@ struct LlamaFamilyConfig {
   float residual_multiplier = 1;  // Granite: residual + branch * residual_multiplier
   float logits_divisor = 1;       // Granite: logits / logits_scaling
   std::vector<bool> layer_rope;   // SmolLM3 no_rope_layers; empty: rotary on every layer
+  // Ministral3: queries rotate by tables of their own, `rope` with llama_4_scaling_beta's
+  // position scale; unset: by the keys' tables.
+  std::optional<RopeConfig> query_rope;
 
   // Mixtures of experts (Mixtral, Qwen2Moe, Qwen3Moe, Olmoe, GraniteMoe): the layers marked in
   // layer_moe run the MoE block under moe_module (the others a dense MLP of intermediate_size

@@ -48,6 +48,9 @@ std::unique_ptr<Model> load_ernie4_5_moe(const Checkpoint&, const ModelOptions&)
 std::unique_ptr<Model> load_qwen3_next(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_qwen3_5(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_qwen3_5_moe(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_olmo3(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_cohere2(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_ministral3(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -141,9 +144,16 @@ const std::vector<ArchitectureEntry>& architectures() {
        "the text model of the multimodal checkpoint (text_config, model.language_model.); "
        "the vision tower is not loaded"},
       {"Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", load_qwen3_5_moe,
-       "Qwen3.5 with experts on every layer (3-D expert tensors) and a gated shared expert"},
+       "Qwen3.5 with experts on every layer and a gated shared expert"},
       {"Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe", load_qwen3_5_moe,
        "the text model of the multimodal checkpoint; the vision tower is not loaded"},
+      {"Olmo3ForCausalLM", "olmo3", load_olmo3,
+       "Olmo2's post-norm block with sliding/full layers and a rotary schedule per layer type"},
+      {"Cohere2ForCausalLM", "cohere2", load_cohere2,
+       "Cohere's parallel block without q/k norms, sliding/full layers, rotary on sliding only"},
+      {"Ministral3ForCausalLM", "ministral3", load_ministral3,
+       "Mistral with Llama 4's position scale on the queries (llama_4_scaling_beta); yarn by "
+       "default"},
   };
   return table;
 }

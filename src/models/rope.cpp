@@ -40,7 +40,23 @@ std::vector<double> read_factor_list(const JsonFields& f, const std::string& key
   return out;
 }
 
+// get_llama_4_attn_scale in f32: 1 + beta * log(1 + floor(pos / length)); 1 without a beta.
+float llama_4_scale(const RopeConfig& c, int64_t pos) {
+  if (c.llama_4_scaling_beta == 0) return 1.0f;
+  const float blocks =
+      std::floor(static_cast<float>(pos) / static_cast<float>(c.llama_4_scaling_length));
+  return 1.0f + static_cast<float>(c.llama_4_scaling_beta) * std::log(1.0f + blocks);
+}
+
 }  // namespace
+
+void rotate_whole_head(RopeConfig& r, const std::string& origin, const std::string& architecture) {
+  if (r.kind == RopeKind::Default)
+    r.rot_dim = r.head_dim;
+  else if (r.rot_dim != r.head_dim)
+    fail(origin, ": field \"partial_rotary_factor\" gives ", r.rot_dim, " rotary dims of head_dim ",
+         r.head_dim, "; ", architecture, " rotates the whole head");
+}
 
 RopeConfig read_rope_config(const JsonFields& cfg, int64_t head_dim,
                             int64_t max_position_embeddings, double default_theta,
@@ -236,10 +252,11 @@ void Rope::fill(int64_t pos0, int64_t n, float* cos, float* sin, int64_t stride)
   const std::vector<float>& freq = length_dependent_ ? recomputed : fixed_freq_;
   const int64_t half = static_cast<int64_t>(freq.size());
   for (int64_t t = 0; t < n; ++t) {
+    const float position_scale = llama_4_scale(config_, pos0 + t);
     for (int64_t i = 0; i < half; ++i) {
       const float angle = static_cast<float>(pos0 + t) * freq[i];
-      cos[t * stride + i] = std::cos(angle) * scale;
-      sin[t * stride + i] = std::sin(angle) * scale;
+      cos[t * stride + i] = std::cos(angle) * scale * position_scale;
+      sin[t * stride + i] = std::sin(angle) * scale * position_scale;
     }
   }
 }
@@ -253,12 +270,12 @@ uint64_t Rope::hash() const {
   };
   const RopeConfig& c = config_;
   add(static_cast<int>(c.kind));
-  for (double v :
-       {c.theta, c.factor, c.beta_fast, c.beta_slow, c.low_freq_factor, c.high_freq_factor,
-        c.attention_factor.value_or(-1), c.mscale.value_or(-1), c.mscale_all_dim.value_or(-1)})
+  for (double v : {c.theta, c.factor, c.beta_fast, c.beta_slow, c.low_freq_factor,
+                   c.high_freq_factor, c.attention_factor.value_or(-1), c.mscale.value_or(-1),
+                   c.mscale_all_dim.value_or(-1), c.llama_4_scaling_beta})
     add(v);
-  for (int64_t v :
-       {c.head_dim, c.rot_dim, c.max_position_embeddings, c.original_max_position_embeddings})
+  for (int64_t v : {c.head_dim, c.rot_dim, c.max_position_embeddings,
+                    c.original_max_position_embeddings, c.llama_4_scaling_length})
     add(v);
   add(c.truncate);
   for (const auto* list : {&c.long_factor, &c.short_factor}) {
@@ -277,10 +294,11 @@ void Rope::tables(int64_t pos0, int64_t n, Tensor* cos, Tensor* sin) const {
   float* c = cos->mut<float>();
   float* s = sin->mut<float>();
   for (int64_t t = 0; t < n; ++t) {
+    const float position_scale = llama_4_scale(config_, pos0 + t);
     for (int64_t i = 0; i < half; ++i) {
       const float angle = static_cast<float>(pos0 + t) * freq[i];
-      c[t * half + i] = std::cos(angle) * scale;
-      s[t * half + i] = std::sin(angle) * scale;
+      c[t * half + i] = std::cos(angle) * scale * position_scale;
+      s[t * half + i] = std::sin(angle) * scale * position_scale;
     }
   }
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -30,6 +31,11 @@ struct RopeConfig {
   double low_freq_factor = 1, high_freq_factor = 4;
   // longrope
   std::vector<double> long_factor, short_factor;
+  // Ministral3's llama_4_scaling_beta (get_llama_4_attn_scale): cos and sin also times
+  // 1 + beta * log(1 + floor(pos / llama_4_scaling_length)), which scales the queries rotated by
+  // them (0: no such scale).
+  double llama_4_scaling_beta = 0;
+  int64_t llama_4_scaling_length = 0;
 };
 
 // Reads rope_parameters (transformers >= 5) or the legacy rope_theta + rope_scaling fields of
@@ -38,6 +44,12 @@ struct RopeConfig {
 RopeConfig read_rope_config(const JsonFields& cfg, int64_t head_dim,
                             int64_t max_position_embeddings, double default_theta = 10000.0,
                             double default_partial = 1.0);
+
+// For models whose apply_rotary_pos_emb rotates the whole head (no dims passed through): the
+// default kind ignores partial_rotary_factor there (compute_default_rope_parameters uses
+// head_dim), so the rotary dims become head_dim; a scaled kind whose partial_rotary_factor
+// leaves dims unrotated is an error naming the field (transformers cannot apply its tables).
+void rotate_whole_head(RopeConfig& r, const std::string& origin, const std::string& architecture);
 
 class Rope : public graph::RopeSchedule {
  public:

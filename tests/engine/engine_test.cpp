@@ -82,6 +82,9 @@ const std::vector<std::string> kFixtures = {
     "gpt_neox_parallel_untied",
     "qwen3_next_moe_hybrid",  // recurrent (Gated DeltaNet) and full-attention layers
     "qwen3_5_dense_interval3_tied",
+    "olmo3_untied_sliding_linear",
+    "cohere2_tied_sliding_pattern",
+    "ministral3_untied_yarn_llama4_scale",  // queries scaled by position: batched segments
 };
 
 class EngineFixture : public ::testing::TestWithParam<std::string> {

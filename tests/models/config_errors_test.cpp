@@ -210,5 +210,57 @@ TEST(ConfigErrors, NeoxFamilyAndLaterArchitectures) {
       "field \"hidden_act\" is \"quick_gelu\"");
 }
 
+// Olmo3 builds a sliding mask whatever its layers are and needs a window for it; its rotary
+// entries are keyed by layer type; apply_rotary_pos_emb rotates the whole head.
+TEST(ConfigErrors, Olmo3) {
+  expect_error(
+      "olmo3_untied_sliding_linear", [](Json& c) { c["sliding_window"] = nullptr; },
+      "field \"sliding_window\" is null");
+  expect_error(
+      "olmo3_untied_sliding_linear",
+      [](Json& c) {
+        c["rope_parameters"] = {{"rope_type", "default"}};
+      },
+      "field \"rope_parameters\" must be keyed by layer type");
+  expect_error(
+      "olmo3_tied_layer_types_yarn_bias",
+      [](Json& c) { c["rope_parameters"]["full_attention"]["partial_rotary_factor"] = 0.5; },
+      "field \"partial_rotary_factor\" gives 6 rotary dims of head_dim 12");
+}
+
+TEST(ConfigErrors, Cohere2) {
+  expect_error(
+      "cohere2_tied_sliding_pattern", [](Json& c) { c["sliding_window"] = nullptr; },
+      "field \"sliding_window\" is null");
+  expect_error(
+      "cohere2_untied_layer_types_bias_headdim",
+      [](Json& c) {
+        c["layer_types"] = {"sliding_attention", "full_attention"};
+      },
+      "field \"layer_types\" must list 3 layer types");
+}
+
+// Ministral3Attention scales its queries by two rope_parameters fields; transformers fails
+// without either.
+TEST(ConfigErrors, Ministral3) {
+  expect_error(
+      "ministral3_untied_yarn_llama4_scale",
+      [](Json& c) { c["rope_parameters"].erase("llama_4_scaling_beta"); },
+      "field \"llama_4_scaling_beta\" is missing");
+  expect_error(
+      "ministral3_tied_window_default_rope",
+      [](Json& c) {
+        c["rope_parameters"] = {
+            {"rope_type", "default"}, {"rope_theta", 10000.0}, {"llama_4_scaling_beta", 0.1}};
+      },
+      "field \"original_max_position_embeddings\" is missing");
+  EXPECT_EQ(load_error("ministral3_untied_yarn_llama4_scale",
+                       [](Json& c) { c["rope_parameters"]["llama_4_scaling_beta"] = 0.0; }),
+            "");
+  expect_error(
+      "ministral3_tied_window_default_rope", [](Json& c) { c["sliding_window"] = 0; },
+      "field \"sliding_window\" is 0");
+}
+
 }  // namespace
 }  // namespace lathe

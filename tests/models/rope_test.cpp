@@ -68,6 +68,28 @@ TEST(Rope, LongRopeTakesTheLongFactorsPastTheOriginalLength) {
   }
 }
 
+// Ministral3's llama_4_scaling_beta: the tables are the rotary's times
+// 1 + beta * log(1 + floor(pos / length)), 1 before the first `length` positions.
+TEST(Rope, Llama4ScaleStepsEveryLengthPositions) {
+  const RopeConfig plain = read("{}", 8);
+  RopeConfig scaled = plain;
+  scaled.llama_4_scaling_beta = 0.5;
+  scaled.llama_4_scaling_length = 4;
+  constexpr int64_t n = 13, half = 4;
+  float cos[2][n * half], sin[2][n * half];
+  Rope(plain).fill(0, n, cos[0], sin[0], half);
+  Rope(scaled).fill(0, n, cos[1], sin[1], half);
+  for (int64_t t = 0; t < n; ++t) {
+    const double want = 1 + 0.5 * std::log(1.0 + static_cast<double>(t / 4));
+    for (int64_t i = 0; i < half; ++i) {
+      EXPECT_NEAR(cos[1][t * half + i], cos[0][t * half + i] * want, 1e-6) << t;
+      EXPECT_NEAR(sin[1][t * half + i], sin[0][t * half + i] * want, 1e-6) << t;
+    }
+  }
+  EXPECT_EQ(cos[1][3 * half], cos[0][3 * half]);  // position 3 < length: unscaled
+  EXPECT_NE(Rope(plain).hash(), Rope(scaled).hash());
+}
+
 TEST(Rope, Errors) {
   EXPECT_THROW(read(R"({"rope_scaling": {"rope_type": "spiral"}})"), Error);
   EXPECT_THROW(read(R"({"rope_scaling": {"rope_type": "linear"}})"), Error);  // factor missing
