@@ -66,7 +66,7 @@ Value self_attention(Builder& g, Value x, const AttentionWeights& w, const Atten
                            .scale = scale,
                            .softcap = s.softcap,
                            .bias = in.bias},
-                          g.weight(in.slopes));
+                          g.weight(in.slopes), g.weight(in.sinks));
   g.name(out, prefix + "attn");
   out = linear(g, g.reshape(out, {n, s.heads * s.head_dim}), w.o, w.o_bias);
   return g.name(out, prefix + "attn_out");
