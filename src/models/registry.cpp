@@ -45,6 +45,7 @@ std::unique_ptr<Model> load_deepseek_v3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_deepseek_v2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_glm4_moe_lite(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_ernie4_5_moe(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gpt_oss(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -129,15 +130,15 @@ const std::vector<ArchitectureEntry>& architectures() {
       {"Ernie4_5_MoeForCausalLM", "ernie4_5_moe", load_ernie4_5_moe,
        "Ernie4_5 with experts: softmax router chosen with moe_statics' bias, shared experts, "
        "moe_layer_start/end/interval (use_bias false)"},
+      {"GptOssForCausalLM", "gpt_oss", load_gpt_oss,
+       "attention sinks, q/k/v/o biases, sliding/full layer_types, yarn; biased router (softmax "
+       "over the top-k), expert biases, clamped SwiGLU on interleaved gate/up columns"},
   };
   return table;
 }
 
 const std::vector<PlannedArchitecture>& planned_architectures() {
   static const std::vector<PlannedArchitecture> table = {
-      {"GptOssForCausalLM",
-       "MXFP4 expert weights (*_blocks, *_scales) with their own matmul kernel, attention sinks, "
-       "clamped SwiGLU with biases on interleaved gate/up rows, expert biases"},
       {"PhimoeForCausalLM",
        "sparsemixer routing (top-2 by masked softmax over a jitter threshold)"},
       {"Llama4ForCausalLM",

@@ -79,6 +79,7 @@ const std::vector<std::string> kFixtures = {
     "exaone4_untied_sliding_pattern",
     "apertus_tied_bias_default_rope",
     "gpt_neox_parallel_untied",
+    "gpt_oss_sliding_yarn_defaults",  // attention sinks, sliding rings, biased experts
 };
 
 class EngineFixture : public ::testing::TestWithParam<std::string> {

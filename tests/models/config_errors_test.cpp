@@ -85,6 +85,19 @@ TEST(ConfigErrors, MixturesOfExperts) {
       "field \"num_local_experts\" is 0, out of range");
 }
 
+TEST(ConfigErrors, GptOss) {
+  expect_error(
+      "gpt_oss_sliding_yarn_defaults", [](Json& c) { c["layer_types"] = {"full_attention"}; },
+      "field \"layer_types\" must list 3 layer types");
+  expect_error(
+      "gpt_oss_tied_layer_types_clamped_nobias",
+      [](Json& c) { c["layer_types"][1] = "chunked_attention"; },
+      "layer_types[1] is \"chunked_attention\"");
+  expect_error(
+      "gpt_oss_sliding_yarn_defaults", [](Json& c) { c["num_experts_per_tok"] = 6; },
+      "field \"num_experts_per_tok\" is 6, more than the 5 experts (\"num_local_experts\")");
+}
+
 TEST(ConfigErrors, CrossAttention) {
   for (const char* fixture : {"gpt2_tied", "gpt_bigcode_mqa_tied"})
     expect_error(

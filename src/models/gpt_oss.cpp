@@ -1,0 +1,218 @@
+// GptOssForCausalLM: transformers/models/gpt_oss (configuration_gpt_oss.py,
+// modeling_gpt_oss.py). Pre-norm RMSNorm blocks (as Llama) whose attention has q/k/v/o biases
+// (attention_bias), a learned sink logit per head in the softmax, and sliding-window and full
+// layers by layer_types; yarn rotary by default; every layer's MLP is a mixture of experts whose
+// router has a bias and takes the top-k logits then a softmax over those k, and whose experts
+// have biases and a clamped SwiGLU on interleaved gate/up columns.
+#include <cstring>
+
+#include "core/error.h"
+#include "models/decoder.h"
+#include "models/llama_family.h"
+#include "models/registry.h"
+
+namespace lathe {
+namespace {
+
+// GptOssConfig's fields beyond the Llama family's.
+struct GptOssConfig {
+  LlamaFamilyConfig base;  // attention (biases), layer_windows, rope, sizes
+  MoeSpec moe;
+};
+
+// Of each [rows, cols] matrix m[e] of m [experts, rows, cols], the columns first, first + step,
+// ... as the rows of out [experts, cols / step, rows]: with step 1 a transpose, with step 2 the
+// even or odd columns transposed. Any 2- or 4-byte dtype (the matrix dtype, or F32 biases).
+Tensor columns_as_rows(const Tensor& m, int64_t first, int64_t step) {
+  const int64_t experts = m.dim(0), rows = m.dim(1), cols = m.dim(2), out_rows = cols / step;
+  Tensor out = Tensor::zeros(m.dtype(), {experts, out_rows, rows});
+  auto copy = [&](auto zero) {
+    using T = decltype(zero);
+    const T* in = m.data<T>();
+    T* o = out.mut<T>();
+    for (int64_t e = 0; e < experts; ++e)
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* src = in + (e * rows + r) * cols + first;
+        for (int64_t c = 0; c < out_rows; ++c) o[(e * out_rows + c) * rows + r] = src[c * step];
+      }
+  };
+  if (dtype_size(m.dtype()) == 4)
+    copy(int32_t{});
+  else
+    copy(uint16_t{});
+  return out;
+}
+
+// Expert e's [rows, cols] matrix (or [rows] vector when cols is 0) of a stacked tensor, a view.
+Tensor expert_slice(const Tensor& stacked, int64_t e, int64_t rows, int64_t cols) {
+  const Tensor t = stacked.rows(e, 1);
+  return cols > 0 ? t.reshape({rows, cols}) : t.reshape({rows});
+}
+
+// GptOssExperts' tensors [experts, hidden, 2 * inter] (gate_up_proj: gate in the even columns,
+// up in the odd ones, as _apply_gate slices gate_up[..., ::2] and [..., 1::2]), down_proj
+// [experts, inter, hidden], both multiplied as x @ W, and their biases; copied once into the
+// [out, in] rows the Linear kernels take.
+std::vector<GatedMlpWeights> load_experts(Weights& w, const std::string& p, int64_t hidden,
+                                          const MoeSpec& s) {
+  const int64_t n = s.experts, inter = s.inter;
+  const Tensor gate_up = w.matrix(p + "gate_up_proj", {n, hidden, 2 * inter});
+  const Tensor down = w.matrix(p + "down_proj", {n, inter, hidden});
+  const Tensor gate_up_bias =
+      w.vector(p + "gate_up_proj_bias", {n, 2 * inter}).reshape({n, 1, 2 * inter});
+  const Tensor down_bias = w.vector(p + "down_proj_bias", {n, hidden});
+  const Tensor gate = columns_as_rows(gate_up, 0, 2), up = columns_as_rows(gate_up, 1, 2);
+  const Tensor down_rows = columns_as_rows(down, 0, 1);
+  const Tensor gate_b = columns_as_rows(gate_up_bias, 0, 2);
+  const Tensor up_b = columns_as_rows(gate_up_bias, 1, 2);
+  std::vector<GatedMlpWeights> experts;
+  for (int64_t e = 0; e < n; ++e)
+    experts.push_back({.gate = expert_slice(gate, e, inter, hidden),
+                       .up = expert_slice(up, e, inter, hidden),
+                       .down = expert_slice(down_rows, e, hidden, inter),
+                       .gate_bias = expert_slice(gate_b, e, inter, 0),
+                       .up_bias = expert_slice(up_b, e, inter, 0),
+                       .down_bias = expert_slice(down_bias, e, hidden, 0)});
+  return experts;
+}
+
+// transformers GptOssModel / GptOssDecoderLayer: x + attn(norm(x)), then x + mlp(norm(x)).
+class GptOssModel : public Decoder {
+ public:
+  GptOssModel(const Checkpoint& ckpt, GptOssConfig cfg, const ModelOptions& opts)
+      : cfg_(std::move(cfg)) {
+    const LlamaFamilyConfig& c = cfg_.base;
+    ropes_.emplace_back(c.rope);
+    Weights w(ckpt, opts.dtype);
+    const int64_t h = c.hidden_size;
+    embed_ = w.matrix("model.embed_tokens.weight", {c.vocab_size, h});
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      const std::string p = cat("model.layers.", i, ".");
+      Layer l;
+      l.spec = c.attention;
+      l.spec.window = c.layer_windows.at(i);
+      l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
+      l.attn = load_attention(w, p + "self_attn.", l.spec);
+      l.sinks = w.vector(p + "self_attn.sinks", {l.spec.heads});
+      l.mlp_norm = w.vector(p + "post_attention_layernorm.weight", {h});
+      l.moe.router = w.matrix(p + "mlp.router.weight", {cfg_.moe.experts, h});
+      l.moe.router_bias = w.vector(p + "mlp.router.bias", {cfg_.moe.experts});
+      l.moe.experts = load_experts(w, p + "mlp.experts.", h, cfg_.moe);
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = w.vector("model.norm.weight", {h});
+    lm_head_ = load_lm_head(w, c.tie_word_embeddings, embed_, c.vocab_size, h);
+    w.finish(c.architecture);
+
+    info_ = decoder_info(c, w.matrix_dtype());
+  }
+
+  std::vector<LayerStateSpec> layer_states() const override {
+    return blocks::kv_layer_states(cfg_.base.attention, cfg_.base.layer_windows);
+  }
+
+ protected:
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
+    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
+    a = blocks::self_attention(g, a, l.attn, l.spec,
+                               {.rope_tables = in.rope_tables[0], .layer = i, .sinks = l.sinks}, p);
+    x = g.add(x, a);
+    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    return g.add(x, blocks::moe(g, m, l.moe, cfg_.moe, p));
+  }
+
+  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
+    return norm(g, x, final_norm_);
+  }
+
+ private:
+  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
+    return blocks::rms_norm(g, x, weight, cfg_.base.rms_norm_eps);
+  }
+
+  struct Layer {
+    AttentionSpec spec;
+    Tensor attn_norm, mlp_norm, sinks;
+    AttentionWeights attn;
+    MoeWeights moe;
+  };
+  GptOssConfig cfg_;
+  Tensor final_norm_;
+  std::vector<Layer> layers_;
+};
+
+// GptOssConfig.__post_init__'s rope_parameters when config.json has none: yarn, factor 32 over
+// 4096 positions, beta_fast 32, beta_slow 1, truncate false.
+Json with_default_rope(const JsonFields& f) {
+  Json c = f.json();
+  if (f.has("rope_parameters") || f.has("rope_scaling")) return c;
+  c["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 32.0},
+                          {"beta_fast", 32.0},   {"beta_slow", 1.0},
+                          {"truncate", false},   {"original_max_position_embeddings", 4096}};
+  return c;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_gpt_oss(const Checkpoint& ckpt, const ModelOptions& opts) {
+  JsonFields f(ckpt.config(), ckpt.config_path());
+  if (f.has("quantization_config")) {
+    const Json& q = f.at("quantization_config");
+    const std::string method = q.is_object() ? q.value("quant_method", std::string()) : "";
+    fail(f.origin(), ": field \"quantization_config\" has quant_method \"", method,
+         "\"; lathe runs GptOss from unquantized weights only (MXFP4 expert blocks and scales "
+         "are not read yet)");
+  }
+  // GptOssConfig defaults; head_dim is 64 whatever hidden_size / heads is. hidden_act is not
+  // read by GptOss's modules (its experts' clamped SwiGLU is fixed), so it is not checked.
+  GptOssConfig c{.base = read_llama_family_config(ckpt, {.vocab_size = 201088,
+                                                         .hidden_size = 2880,
+                                                         .intermediate_size = 2880,
+                                                         .num_layers = 36,
+                                                         .heads = 64,
+                                                         .kv_heads = 8,
+                                                         .head_dim = 64,
+                                                         .max_position_embeddings = 131072,
+                                                         .tie_word_embeddings = false,
+                                                         .hidden_act = nullptr,
+                                                         .rope_theta = 150000.0,
+                                                         .rms_norm_eps = 1e-5}),
+                 .moe = {}};
+  LlamaFamilyConfig& b = c.base;
+  const Json with_rope = with_default_rope(f);
+  b.rope = read_rope_config(JsonFields(with_rope, f.origin()), b.attention.head_dim,
+                            b.max_position_embeddings, 150000.0);
+  b.attention.qkv_bias = b.attention.o_bias = f.get_or<bool>("attention_bias", true);
+  // layer_types, else GptOssConfig's: even layers slide, odd ones attend to everything. A
+  // null sliding_window makes the sliding layers full (GptOssAttention's sliding_window None).
+  const int64_t window =
+      f.get_or<int64_t>("sliding_window", f.json().contains("sliding_window") ? 0 : 128);
+  if (window < 0) fail(f.origin(), ": field \"sliding_window\" is ", window);
+  for (int64_t i = 0; i < b.num_layers; ++i) {
+    bool sliding = i % 2 == 0;
+    if (f.has("layer_types")) {
+      const Json& types = f.at("layer_types");
+      if (!types.is_array() || static_cast<int64_t>(types.size()) != b.num_layers)
+        fail(f.origin(), ": field \"layer_types\" must list ", b.num_layers, " layer types");
+      if (types[i] != "sliding_attention" && types[i] != "full_attention")
+        fail(f.origin(), ": layer_types[", i, "] is ", types[i].dump(),
+             "; lathe implements full_attention and sliding_attention");
+      sliding = types[i] == "sliding_attention";
+    }
+    b.layer_windows[static_cast<size_t>(i)] = sliding ? window : 0;
+  }
+  c.moe = MoeSpec{.experts = read_int_alias(f, "num_local_experts", "num_experts", 128),
+                  .top_k = f.get_or<int64_t>("num_experts_per_tok", 4),
+                  .inter = b.intermediate_size,
+                  .routing = graph::Routing::TopKSoftmax,
+                  .glu = {.kind = graph::ExpertGlu::ClampedSwiglu,
+                          .limit = static_cast<float>(f.get_or<double>("swiglu_limit", 7.0)),
+                          .alpha = static_cast<float>(f.get_or<double>("swiglu_alpha", 1.702))}};
+  check_moe_spec(ckpt, f, c.moe, {"num_local_experts", "num_experts_per_tok", "intermediate_size"});
+  return std::make_unique<GptOssModel>(ckpt, std::move(c), opts);
+}
+
+}  // namespace lathe
