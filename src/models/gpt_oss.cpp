@@ -3,12 +3,15 @@
 // (attention_bias), a learned sink logit per head in the softmax, and sliding-window and full
 // layers by layer_types; yarn rotary by default; every layer's MLP is a mixture of experts whose
 // router has a bias and takes the top-k logits then a softmax over those k, and whose experts
-// have biases and a clamped SwiGLU on interleaved gate/up columns.
+// have biases and a clamped SwiGLU on interleaved gate/up columns. Published checkpoints keep
+// the experts' matrices in MXFP4 (quantization_config quant_method "mxfp4"), dequantized here
+// at load as transformers does (models/mxfp4.h).
 #include <cstring>
 
 #include "core/error.h"
 #include "models/decoder.h"
 #include "models/llama_family.h"
+#include "models/mxfp4.h"
 #include "models/registry.h"
 
 namespace lathe {
@@ -18,6 +21,7 @@ namespace {
 struct GptOssConfig {
   LlamaFamilyConfig base;  // attention (biases), layer_windows, rope, sizes
   MoeSpec moe;
+  bool mxfp4 = false;  // quantization_config quant_method "mxfp4": experts as blocks + scales
 };
 
 // Of each [rows, cols] matrix m[e] of m [experts, rows, cols], the columns first, first + step,
@@ -43,6 +47,20 @@ Tensor columns_as_rows(const Tensor& m, int64_t first, int64_t step) {
   return out;
 }
 
+// Rows first, first + 2, ... of each [rows, cols] matrix of m [experts, rows, cols].
+Tensor alternate_rows(const Tensor& m, int64_t first) {
+  const int64_t experts = m.dim(0), rows = m.dim(1), half = rows / 2;
+  const size_t row = static_cast<size_t>(m.dim(2)) * dtype_size(m.dtype());
+  Tensor out = Tensor::zeros(m.dtype(), {experts, half, m.dim(2)});
+  const auto* in = m.data<uint8_t>();
+  auto* o = static_cast<uint8_t*>(out.mut<void>());
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t r = 0; r < half; ++r)
+      std::memcpy(o + static_cast<size_t>(e * half + r) * row,
+                  in + static_cast<size_t>(e * rows + 2 * r + first) * row, row);
+  return out;
+}
+
 // Expert e's [rows, cols] matrix (or [rows] vector when cols is 0) of a stacked tensor, a view.
 Tensor expert_slice(const Tensor& stacked, int64_t e, int64_t rows, int64_t cols) {
   const Tensor t = stacked.rows(e, 1);
@@ -52,17 +70,28 @@ Tensor expert_slice(const Tensor& stacked, int64_t e, int64_t rows, int64_t cols
 // GptOssExperts' tensors [experts, hidden, 2 * inter] (gate_up_proj: gate in the even columns,
 // up in the odd ones, as _apply_gate slices gate_up[..., ::2] and [..., 1::2]), down_proj
 // [experts, inter, hidden], both multiplied as x @ W, and their biases; copied once into the
-// [out, in] rows the Linear kernels take.
+// [out, in] rows the Linear kernels take. MXFP4 checkpoints store the matrices as blocks and
+// scales of those rows already ([experts, 2 * inter, hidden] and [experts, hidden, inter]:
+// transformers dequantizes, then transposes them into the parameters).
 std::vector<GatedMlpWeights> load_experts(Weights& w, const std::string& p, int64_t hidden,
-                                          const MoeSpec& s) {
+                                          const MoeSpec& s, bool mxfp4) {
   const int64_t n = s.experts, inter = s.inter;
-  const Tensor gate_up = w.matrix(p + "gate_up_proj", {n, hidden, 2 * inter});
-  const Tensor down = w.matrix(p + "down_proj", {n, inter, hidden});
+  Tensor gate, up, down_rows;
+  // Experts listed in modules_to_not_convert keep plain tensors in an MXFP4 checkpoint.
+  if (mxfp4 && !(w.has(p + "gate_up_proj") && w.has(p + "down_proj"))) {
+    const Tensor gate_up_rows = w.mxfp4(p + "gate_up_proj", {n, 2 * inter, hidden});
+    gate = alternate_rows(gate_up_rows, 0);
+    up = alternate_rows(gate_up_rows, 1);
+    down_rows = w.mxfp4(p + "down_proj", {n, hidden, inter});
+  } else {
+    const Tensor gate_up = w.matrix(p + "gate_up_proj", {n, hidden, 2 * inter});
+    gate = columns_as_rows(gate_up, 0, 2);
+    up = columns_as_rows(gate_up, 1, 2);
+    down_rows = columns_as_rows(w.matrix(p + "down_proj", {n, inter, hidden}), 0, 1);
+  }
   const Tensor gate_up_bias =
       w.vector(p + "gate_up_proj_bias", {n, 2 * inter}).reshape({n, 1, 2 * inter});
   const Tensor down_bias = w.vector(p + "down_proj_bias", {n, hidden});
-  const Tensor gate = columns_as_rows(gate_up, 0, 2), up = columns_as_rows(gate_up, 1, 2);
-  const Tensor down_rows = columns_as_rows(down, 0, 1);
   const Tensor gate_b = columns_as_rows(gate_up_bias, 0, 2);
   const Tensor up_b = columns_as_rows(gate_up_bias, 1, 2);
   std::vector<GatedMlpWeights> experts;
@@ -97,7 +126,7 @@ class GptOssModel : public Decoder {
       l.mlp_norm = w.vector(p + "post_attention_layernorm.weight", {h});
       l.moe.router = w.matrix(p + "mlp.router.weight", {cfg_.moe.experts, h});
       l.moe.router_bias = w.vector(p + "mlp.router.bias", {cfg_.moe.experts});
-      l.moe.experts = load_experts(w, p + "mlp.experts.", h, cfg_.moe);
+      l.moe.experts = load_experts(w, p + "mlp.experts.", h, cfg_.moe, cfg_.mxfp4);
       layers_.push_back(std::move(l));
     }
     final_norm_ = w.vector("model.norm.weight", {h});
@@ -159,12 +188,16 @@ Json with_default_rope(const JsonFields& f) {
 
 std::unique_ptr<Model> load_gpt_oss(const Checkpoint& ckpt, const ModelOptions& opts) {
   JsonFields f(ckpt.config(), ckpt.config_path());
+  // Mxfp4Config: the experts' matrices as MXFP4 blocks and scales (transformers converts only
+  // GptOssExperts; attention, router, embeddings and lm_head stay as they are).
+  bool mxfp4 = false;
   if (f.has("quantization_config")) {
     const Json& q = f.at("quantization_config");
-    const std::string method = q.is_object() ? q.value("quant_method", std::string()) : "";
-    fail(f.origin(), ": field \"quantization_config\" has quant_method \"", method,
-         "\"; lathe runs GptOss from unquantized weights only (MXFP4 expert blocks and scales "
-         "are not read yet)");
+    const Json method = q.is_object() ? q.value("quant_method", Json()) : Json();
+    if (method != "mxfp4")
+      fail(f.origin(), ": field \"quantization_config\" has quant_method ", method.dump(),
+           "; lathe reads GptOss checkpoints unquantized or in \"mxfp4\"");
+    mxfp4 = true;
   }
   // GptOssConfig defaults; head_dim is 64 whatever hidden_size / heads is. hidden_act is not
   // read by GptOss's modules (its experts' clamped SwiGLU is fixed), so it is not checked.
@@ -180,7 +213,8 @@ std::unique_ptr<Model> load_gpt_oss(const Checkpoint& ckpt, const ModelOptions& 
                                                          .hidden_act = nullptr,
                                                          .rope_theta = 150000.0,
                                                          .rms_norm_eps = 1e-5}),
-                 .moe = {}};
+                 .moe = {},
+                 .mxfp4 = mxfp4};
   LlamaFamilyConfig& b = c.base;
   const Json with_rope = with_default_rope(f);
   b.rope = read_rope_config(JsonFields(with_rope, f.origin()), b.attention.head_dim,
@@ -212,6 +246,19 @@ std::unique_ptr<Model> load_gpt_oss(const Checkpoint& ckpt, const ModelOptions& 
                           .limit = static_cast<float>(f.get_or<double>("swiglu_limit", 7.0)),
                           .alpha = static_cast<float>(f.get_or<double>("swiglu_alpha", 1.702))}};
   check_moe_spec(ckpt, f, c.moe, {"num_local_experts", "num_experts_per_tok", "intermediate_size"});
+  if (mxfp4) {
+    // MXFP4 blocks run along gate_up's hidden_size inputs and down's intermediate_size ones.
+    for (auto [name, v] :
+         {std::pair{"hidden_size", b.hidden_size}, {"intermediate_size", c.moe.inter}})
+      if (v % kMxfp4Block != 0)
+        fail(f.origin(), ": field \"", name, "\" is ", v, ", not a multiple of the ", kMxfp4Block,
+             " values of an MXFP4 block (quantization_config quant_method \"mxfp4\")");
+  } else if (ckpt.has("model.layers.0.mlp.experts.gate_up_proj_blocks")) {
+    fail(f.origin(),
+         ": the checkpoint holds MXFP4 expert blocks "
+         "(model.layers.0.mlp.experts.gate_up_proj_blocks) but config.json has no "
+         "\"quantization_config\" with quant_method \"mxfp4\"");
+  }
   return std::make_unique<GptOssModel>(ckpt, std::move(c), opts);
 }
 

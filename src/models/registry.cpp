@@ -132,7 +132,8 @@ const std::vector<ArchitectureEntry>& architectures() {
        "moe_layer_start/end/interval (use_bias false)"},
       {"GptOssForCausalLM", "gpt_oss", load_gpt_oss,
        "attention sinks, q/k/v/o biases, sliding/full layer_types, yarn; biased router (softmax "
-       "over the top-k), expert biases, clamped SwiGLU on interleaved gate/up columns"},
+       "over the top-k), expert biases, clamped SwiGLU on interleaved gate/up columns; MXFP4 "
+       "experts dequantized at load"},
   };
   return table;
 }
