@@ -220,11 +220,12 @@ std::unique_ptr<Model> load_gpt_oss(const Checkpoint& ckpt, const ModelOptions& 
   b.rope = read_rope_config(JsonFields(with_rope, f.origin()), b.attention.head_dim,
                             b.max_position_embeddings, 150000.0);
   b.attention.qkv_bias = b.attention.o_bias = f.get_or<bool>("attention_bias", true);
-  // layer_types, else GptOssConfig's: even layers slide, odd ones attend to everything. A
-  // null sliding_window makes the sliding layers full (GptOssAttention's sliding_window None).
-  const int64_t window =
-      f.get_or<int64_t>("sliding_window", f.json().contains("sliding_window") ? 0 : 128);
-  if (window < 0) fail(f.origin(), ": field \"sliding_window\" is ", window);
+  // layer_types, else GptOssConfig's: even layers slide, odd ones attend to everything. A null
+  // sliding_window leaves the sliding layers without a size (transformers' cache fails on it).
+  const bool windowed = !f.json().contains("sliding_window") || f.has("sliding_window");
+  const int64_t window = f.get_or<int64_t>("sliding_window", 128);
+  if (windowed && window <= 0)
+    fail(f.origin(), ": field \"sliding_window\" is ", window, "; it must be positive");
   for (int64_t i = 0; i < b.num_layers; ++i) {
     bool sliding = i % 2 == 0;
     if (f.has("layer_types")) {
@@ -236,6 +237,8 @@ std::unique_ptr<Model> load_gpt_oss(const Checkpoint& ckpt, const ModelOptions& 
              "; lathe implements full_attention and sliding_attention");
       sliding = types[i] == "sliding_attention";
     }
+    if (sliding && !windowed)
+      fail(f.origin(), ": layer ", i, " is sliding_attention but field \"sliding_window\" is null");
     b.layer_windows[static_cast<size_t>(i)] = sliding ? window : 0;
   }
   c.moe = MoeSpec{.experts = read_int_alias(f, "num_local_experts", "num_experts", 128),
