@@ -1,6 +1,8 @@
 #include "graph/builder.h"
 
 #include <algorithm>
+#include <cmath>
+#include <tuple>
 
 #include "core/error.h"
 
@@ -198,7 +200,8 @@ Value Builder::rope(Value x, Value tables, RopeLayout layout) {
   return add_node(std::move(n));
 }
 
-Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Value slopes) {
+Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Value slopes,
+                         Value sinks) {
   expect_f32(q, "attention", "q");
   expect_f32(k, "attention", "k");
   const Shape &qs = shape(q), &ks = shape(k);
@@ -220,7 +223,13 @@ Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Va
   if ((p.bias != PositionBias::None) != slopes.valid() ||
       (slopes.valid() && shape_numel(shape(slopes)) != qs[1]))
     fail("internal: attention: position bias slopes do not match ", qs[1], " heads");
-  Node n{.op = Op::Attention, .inputs = {q, k, v, slopes}, .shape = {qs[0], qs[1], v_dim}};
+  if (sinks.valid()) {
+    expect_f32(sinks, "attention", "sinks");
+    if (shape_numel(shape(sinks)) != qs[1])
+      fail("internal: attention: sinks ", shape_str(shape(sinks)), " do not match ", qs[1],
+           " heads");
+  }
+  Node n{.op = Op::Attention, .inputs = {q, k, v, slopes, sinks}, .shape = {qs[0], qs[1], v_dim}};
   n.params.value_dim = p.value_dim;
   n.params.layer = p.layer;
   n.params.window = p.window;
@@ -336,15 +345,23 @@ Value Builder::route(Value logits, const RouteParams& p, Value bias) {
   return add_node(std::move(n));
 }
 
-Value Builder::experts(Value x, Value route, const std::vector<Expert>& experts, Activation act) {
+Value Builder::experts(Value x, Value route, const std::vector<Expert>& experts, Activation act,
+                       ExpertGluParams glu) {
   expect_f32(x, "experts", "input");
   expect_f32(route, "experts", "route");
   if (shape(x).size() != 2 || node(route).op != Op::Route || dim(route, 1) != dim(x, 0))
     fail("internal: experts: input ", shape_str(shape(x)), " with route ", shape_str(shape(route)));
   if (experts.empty()) fail("internal: experts: no experts");
+  if (glu.kind == ExpertGlu::ClampedSwiglu &&
+      (!experts.front().gate.valid() || !std::isfinite(glu.limit) || !std::isfinite(glu.alpha)))
+    fail("internal: experts: the clamped SwiGLU needs gated experts and a finite limit ", glu.limit,
+         " and alpha ", glu.alpha);
   Node n{.op = Op::Experts, .inputs = {x, route}, .shape = shape(x)};
   n.params.act = act;
   n.params.top_k = dim(route, 2);
+  n.params.glu = glu.kind;
+  n.params.limit = glu.limit;
+  n.params.alpha = glu.alpha;
   const int64_t d = dim(x, 1);
   int64_t inter = -1;
   for (const Expert& e : experts) {
@@ -354,14 +371,25 @@ Value Builder::experts(Value x, Value route, const std::vector<Expert>& experts,
     if (inter < 0) inter = up.at(0);
     const bool gate_ok = !e.gate.valid() || shape(e.gate) == up;
     if (up.size() != 2 || up[1] != d || up[0] != inter || down != Shape{d, inter} || !gate_ok)
-      fail("internal: experts: expert ", (n.inputs.size() - 2) / 3, " up ", shape_str(up), " down ",
-           shape_str(down), " for input ", shape_str(shape(x)));
+      fail("internal: experts: expert ", (n.inputs.size() - 2) / kExpertInputs, " up ",
+           shape_str(up), " down ", shape_str(down), " for input ", shape_str(shape(x)));
     for (Value w : {e.gate, e.up, e.down})
       if (w.valid() && node(w).dtype != DType::F32 && node(w).dtype != DType::BF16)
         fail("internal: experts: weight dtype ", dtype_name(node(w).dtype), " has no kernel");
     if (e.gate.valid() != experts.front().gate.valid())
       fail("internal: experts: every expert is gated, or none");
-    n.inputs.insert(n.inputs.end(), {e.gate, e.up, e.down});
+    if (e.gate_bias.valid() && !e.gate.valid())
+      fail("internal: experts: a gate bias without a gate");
+    for (auto [b, size, what] : {std::tuple{e.gate_bias, inter, "gate bias"},
+                                 {e.up_bias, inter, "up bias"},
+                                 {e.down_bias, d, "down bias"}}) {
+      if (!b.valid()) continue;
+      expect_f32(b, "experts", what);
+      if (shape_numel(shape(b)) != size)
+        fail("internal: experts: expert ", (n.inputs.size() - 2) / kExpertInputs, " ", what, " ",
+             shape_str(shape(b)), " for ", size, " rows");
+    }
+    n.inputs.insert(n.inputs.end(), {e.gate, e.up, e.down, e.gate_bias, e.up_bias, e.down_bias});
   }
   return add_node(std::move(n));
 }

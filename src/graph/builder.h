@@ -13,6 +13,12 @@
 
 namespace lathe::graph {
 
+// How an Experts node joins gate and up (graph::ExpertGlu); limit and alpha for ClampedSwiglu.
+struct ExpertGluParams {
+  ExpertGlu kind = ExpertGlu::ActMul;
+  float limit = 0, alpha = 0;
+};
+
 class Builder {
  public:
   // Called with each node right after it is added (eager execution), and with each node
@@ -66,8 +72,11 @@ class Builder {
     int64_t value_dim = 0;
   };
   // q and k [n, (kv_)heads, head_dim], v [n, kv_heads, v_dim] -> [n, heads, v_dim]. With a
-  // position bias, `slopes` is a Weight of `heads` F32 values.
-  Value attention(Value q, Value k, Value v, const AttentionParams& p, Value slopes = {});
+  // position bias, `slopes` is a Weight of `heads` F32 values. `sinks` (may be invalid): `heads`
+  // F32 logits, one per head, that join each row's softmax as one more key with no value
+  // (GptOss's eager_attention_forward: the max and the sum run over the scores and the sink).
+  Value attention(Value q, Value k, Value v, const AttentionParams& p, Value slopes = {},
+                  Value sinks = {});
   Value rows(Value x, Value indices);
   Value concat(Value a, Value b);
   // x [n, heads, k] with w [heads, m, k] (F32 or BF16): each head's rows times its matrix.
@@ -99,13 +108,16 @@ class Builder {
   // e_score_correction_bias) moves the choice, not the weights; may be invalid.
   Value route(Value logits, const RouteParams& p, Value bias = {});
   // One expert's matrices, as Linear weights: gate and up [inter, dim], down [dim, inter]; gate
-  // invalid for an ungated expert (down(act(up x))).
+  // invalid for an ungated expert (down(act(up x))). Biases (each may be invalid) are F32
+  // [inter], [inter], [dim], added after each product (GptOssExperts).
   struct Expert {
     Value gate, up, down;
+    Value gate_bias = {}, up_bias = {}, down_bias = {};
   };
   // The mixture of experts (Op::Experts) of x [n, dim] with the route of route(): each token
   // runs only its k experts, whose outputs are summed in the route's order.
-  Value experts(Value x, Value route, const std::vector<Expert>& experts, Activation act);
+  Value experts(Value x, Value route, const std::vector<Expert>& experts, Activation act,
+                ExpertGluParams glu = {});
 
  private:
   Value add_node(Node node);

@@ -47,12 +47,14 @@ enum class Op : uint8_t {
   RopeTables,      // cos and sin [2, n, rot/2] for the step's positions (per sequence)
   Rope,            // rotary embedding of x [n, heads, head_dim] with tables [2, n, rot/2]
   Attention,       // appends k, v to the layer's cache at the step's positions; causal attention
-                   // (with value_dim and no v: the values are the keys' first value_dim dims)
+                   // (with value_dim and no v: the values are the keys' first value_dim dims;
+                   // with sinks [heads]: each head's learned logit joins its softmax's denominator)
   Rows,            // rows of x [n, dim] at indices [r] -> [r, dim]
   Route,           // router logits [n, experts] (+ bias [experts]) -> [2, n, k]: each token's k
                    // expert weights (plane 0) and expert ids (plane 1, exact integers in f32)
-  Experts,         // x [n, dim], route [2, n, k], then gate, up, down weights per expert ->
-                   // [n, dim]: sum over the token's k experts of weight * down(act(gate x) * up x)
+  Experts,         // x [n, dim], route [2, n, k], then kExpertInputs per expert (gate, up, down
+                   // weights and their optional biases) -> [n, dim]: sum over the token's k experts
+                   // of weight * down(glu(gate x, up x)), glu as Params::glu says
   Concat,          // a [.., m], b [.., n] with equal leading dimensions -> [.., m + n]
   HeadLinear,      // x [n, heads, k] . w[heads, m, k]^T per head -> [n, heads, m] (MLA)
   Slice,           // columns [slice_start, slice_start + m) of x [.., cols] -> [.., m]
@@ -87,6 +89,15 @@ enum class PositionBias : uint8_t { None, Alibi, AlibiFalcon };
 // Weights are then divided by their sum when `norm_topk` is set (adding eps to the sum) and
 // multiplied by `scale` (routed_scaling_factor).
 enum class Routing : uint8_t { SoftmaxTopK, TopKSoftmax, Sigmoid, SoftmaxGreedy, SoftmaxBiased };
+// How an Experts node joins each expert's gate and up projections (biases added) into the
+// input of its down projection:
+//   ActMul:        act(gate) * up, act as Params::act (Mixtral, Qwen2Moe, ...);
+//   ClampedSwiglu: g = min(gate, limit), u = clamp(up, -limit, limit), then
+//                  (u + 1) * g * sigmoid(g * alpha) (GptOssExperts._apply_gate).
+enum class ExpertGlu : uint8_t { ActMul, ClampedSwiglu };
+// An Experts node's inputs per expert, after x and the route: gate, up, down, gate bias, up
+// bias, down bias (a bias absent, or an ungated expert's gate, is an invalid input).
+inline constexpr int kExpertInputs = 6;
 
 // Op parameters: one flat record, so that hashing and printing treat every op alike. Fields
 // an op does not use stay at their defaults.
@@ -106,8 +117,11 @@ struct Params {
   bool norm_topk = false;
   int64_t top_k = 0;
   int64_t groups = 0, top_groups = 0;  // Sigmoid: experts in `groups` groups, best top_groups
-  int64_t slice_start = 0;             // Slice: the first column
-  int64_t state_slot = 0;  // CausalConv, GatedDeltaRule: which of the layer's state tensors
+  // Experts (ClampedSwiglu: limit is the clamp, alpha the sigmoid's gain).
+  ExpertGlu glu = ExpertGlu::ActMul;
+  float alpha = 0;
+  int64_t slice_start = 0;  // Slice: the first column
+  int64_t state_slot = 0;   // CausalConv, GatedDeltaRule: which of the layer's state tensors
 };
 
 // The step inputs an Input node can be bound to.

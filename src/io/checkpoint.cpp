@@ -134,6 +134,12 @@ Tensor Checkpoint::tensor(const std::string& name) const {
   return files_[it->second].tensor(name);
 }
 
+std::span<const uint8_t> Checkpoint::bytes(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) fail(dir_.string(), ": no tensor \"", name, "\"");
+  return files_[it->second].bytes(name);
+}
+
 void Checkpoint::release(const std::string& name) const {
   if (auto it = where_.find(name); it != where_.end()) files_[it->second].release(name);
 }

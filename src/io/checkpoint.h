@@ -48,6 +48,8 @@ class Checkpoint {
   // The file that holds `name` (for error messages).
   std::string file_of(const std::string& name) const;
   Tensor tensor(const std::string& name) const;
+  // SafetensorsFile::bytes: the stored bytes of any dtype (MXFP4 blocks and scales).
+  std::span<const uint8_t> bytes(const std::string& name) const;
   // SafetensorsFile::release: after `name` was converted, its mapped pages are given back.
   void release(const std::string& name) const;
   uint64_t total_tensor_bytes() const;

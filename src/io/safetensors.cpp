@@ -217,6 +217,14 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
   return Tensor::view(*dtype, e.shape, p, std::move(owner));
 }
 
+std::span<const uint8_t> SafetensorsFile::bytes(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) fail(path_.string(), ": no tensor \"", name, "\"");
+  if (mapping_->released(name))
+    fail("internal: ", path_.string(), ": tensor \"", name, "\" was released");
+  return {data_ + it->second.begin, static_cast<size_t>(it->second.end - it->second.begin)};
+}
+
 void SafetensorsFile::release(const std::string& name) const {
   auto it = entries_.find(name);
   if (it == entries_.end()) return;

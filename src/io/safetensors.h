@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ class SafetensorsFile {
 
   // A view of the named tensor. Throws if it is absent or of a dtype lathe does not support.
   Tensor tensor(const std::string& name) const;
+  // The named tensor's bytes as stored, whatever its dtype (packed quantized data such as
+  // MXFP4 blocks, U8), valid while the file is open. Throws if it is absent or was released.
+  std::span<const uint8_t> bytes(const std::string& name) const;
   // Gives the tensor's pages of the mapping back to the system (after it was converted to
   // another dtype, so that the source and the copy are not both held). No view of it may be
   // alive; a later tensor(name) maps its bytes again.

@@ -74,7 +74,7 @@ Value self_attention(Builder& g, Value x, const AttentionWeights& w, const Atten
                            .scale = scale,
                            .softcap = s.softcap,
                            .bias = in.bias},
-                          g.weight(in.slopes));
+                          g.weight(in.slopes), g.weight(in.sinks));
   g.name(out, prefix + "attn");
   out = g.reshape(out, {n, s.heads * s.head_dim});
   if (s.output_gate) out = g.act_mul(graph::Activation::Sigmoid, gate, out);

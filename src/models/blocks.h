@@ -30,6 +30,7 @@ struct AttentionInputs {
   int64_t layer = 0;  // the cache layer
   graph::PositionBias bias = graph::PositionBias::None;
   Tensor slopes = {};  // ALiBi slopes [heads] when bias is set
+  Tensor sinks = {};   // GptOss: a learned logit per head in the softmax (undefined: none)
 };
 
 // Self-attention of x [n, hidden]: projections, optional clipping and q/k norms, rotary on the

@@ -115,7 +115,7 @@ std::vector<bool> read_sparse_layers(const JsonFields& f, int64_t num_layers, in
 namespace blocks {
 
 Value moe(Builder& g, Value x, const MoeWeights& w, const MoeSpec& s, const std::string& prefix) {
-  Value logits = linear(g, x, w.router);
+  Value logits = linear(g, x, w.router, w.router_bias);
   Value route = g.name(g.route(logits,
                                {.routing = s.routing,
                                 .top_k = s.top_k,
@@ -128,8 +128,9 @@ Value moe(Builder& g, Value x, const MoeWeights& w, const MoeSpec& s, const std:
                        prefix + "route");
   std::vector<Builder::Expert> experts;
   for (const GatedMlpWeights& e : w.experts)
-    experts.push_back({g.weight(e.gate), g.weight(e.up), g.weight(e.down)});
-  Value out = g.experts(x, route, experts, s.act);
+    experts.push_back({g.weight(e.gate), g.weight(e.up), g.weight(e.down), g.weight(e.gate_bias),
+                       g.weight(e.up_bias), g.weight(e.down_bias)});
+  Value out = g.experts(x, route, experts, s.act, s.glu);
   if (s.shared_inter > 0) {
     Value shared = feed_forward(g, x, w.shared, s.act);
     if (s.shared_gate)

@@ -24,8 +24,9 @@ struct MoeSpec {
   int64_t groups = 1, top_groups = 1;  // n_group, topk_group (Sigmoid routing)
   bool correction_bias = false;        // e_score_correction_bias moves the choice (Sigmoid)
   graph::Activation act = graph::Activation::Silu;
-  int64_t shared_inter = 0;  // a shared expert's intermediate size (0: none)
-  bool shared_gate = false;  // Qwen2Moe: sigmoid(shared_expert_gate(x)) * shared_expert(x)
+  graph::ExpertGluParams glu = {};  // GptOss: the clamped SwiGLU (swiglu_limit, swiglu_alpha)
+  int64_t shared_inter = 0;         // a shared expert's intermediate size (0: none)
+  bool shared_gate = false;         // Qwen2Moe: sigmoid(shared_expert_gate(x)) * shared_expert(x)
 };
 
 // Where a checkpoint keeps a MoE block's tensors, relative to the block's prefix.
@@ -44,7 +45,8 @@ struct MoeNames {
 
 struct MoeWeights {
   Tensor router;
-  std::vector<GatedMlpWeights> experts;  // gate, up, down of each (no biases)
+  Tensor router_bias;                    // GptOssTopKRouter's (undefined: none)
+  std::vector<GatedMlpWeights> experts;  // gate, up, down of each (biases: GptOss only)
   GatedMlpWeights shared;                // when the spec has a shared expert
   Tensor shared_gate;                    // [1, hidden]
   Tensor correction_bias;                // [experts]
@@ -85,8 +87,8 @@ std::vector<bool> read_first_dense_layers(const JsonFields& f, int64_t num_layer
 
 namespace blocks {
 
-// The MoE block of x [n, hidden]: router logits, route ("<prefix>route", [2, n, k]: weights,
-// then expert ids), experts, plus the (gated) shared expert; named "<prefix>mlp_out".
+// The MoE block of x [n, hidden]: router logits (+ router bias), route ("<prefix>route", [2, n, k]:
+// weights, then expert ids), experts, plus the (gated) shared expert; named "<prefix>mlp_out".
 Value moe(Builder& g, Value x, const MoeWeights& w, const MoeSpec& s, const std::string& prefix);
 
 }  // namespace blocks

@@ -51,6 +51,7 @@ std::unique_ptr<Model> load_qwen3_5_moe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_olmo3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_cohere2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_ministral3(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gpt_oss(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -154,15 +155,16 @@ const std::vector<ArchitectureEntry>& architectures() {
       {"Ministral3ForCausalLM", "ministral3", load_ministral3,
        "Mistral with Llama 4's position scale on the queries (llama_4_scaling_beta); yarn by "
        "default"},
+      {"GptOssForCausalLM", "gpt_oss", load_gpt_oss,
+       "attention sinks, q/k/v/o biases, sliding/full layer_types, yarn; biased router (softmax "
+       "over the top-k), expert biases, clamped SwiGLU on interleaved gate/up columns; MXFP4 "
+       "experts dequantized at load"},
   };
   return table;
 }
 
 const std::vector<PlannedArchitecture>& planned_architectures() {
   static const std::vector<PlannedArchitecture> table = {
-      {"GptOssForCausalLM",
-       "MXFP4 expert weights (*_blocks, *_scales) with their own matmul kernel, attention sinks, "
-       "clamped SwiGLU with biases on interleaved gate/up rows, expert biases"},
       {"PhimoeForCausalLM",
        "sparsemixer routing (top-2 by masked softmax over a jitter threshold)"},
       {"Llama4ForCausalLM",

@@ -1,15 +1,19 @@
 #include "models/weights.h"
 
 #include "core/error.h"
+#include "models/mxfp4.h"
 
 namespace lathe {
 namespace {
 
 DType default_matrix_dtype(const Checkpoint& ckpt) {
   // The dtype most of the checkpoint's bytes are in decides; F16 computes from F32.
+  // Packed quantized data (MXFP4's U8 blocks and scales) is dequantized into the matrix dtype
+  // and does not count.
   uint64_t bf16 = 0, other = 0;
   for (const auto& name : ckpt.tensor_names()) {
     const auto& e = ckpt.entry(name);
+    if (e.dtype_name == "U8") continue;
     (e.dtype_name == "BF16" ? bf16 : other) += e.end - e.begin;
   }
   return bf16 > other ? DType::BF16 : DType::F32;
@@ -81,6 +85,40 @@ Tensor Weights::placeholder(const std::string& name, const Shape& shape, DType w
          ckpt_.total_tensor_bytes(), " bytes of weights: config.json does not describe them",
          problems_.empty() ? "" : cat(" (first problem: ", problems_.front(), ")"));
   return Tensor::zeros(want, shape);
+}
+
+std::span<const uint8_t> Weights::bytes(const std::string& name, const Shape& shape,
+                                        const std::string& dtype_name) {
+  used_.insert(name);
+  if (!ckpt_.has(name)) {
+    missing_.push_back(name);
+    return {};
+  }
+  const SafetensorsEntry& e = ckpt_.entry(name);
+  if (e.shape != shape || e.dtype_name != dtype_name) {
+    problems_.push_back(cat("tensor \"", name, "\" in ", ckpt_.file_of(name), " is ", e.dtype_name,
+                            " ", shape_str(e.shape), ", expected ", dtype_name, " ",
+                            shape_str(shape)));
+    return {};
+  }
+  viewed_.insert(name);
+  return ckpt_.bytes(name);
+}
+
+Tensor Weights::mxfp4(const std::string& name, const Shape& shape) {
+  if (shape.size() < 2 || shape.back() % kMxfp4Block != 0) {
+    problems_.push_back(cat("MXFP4 matrix \"", name, "\" of shape ", shape_str(shape),
+                            ": the last dimension must be a multiple of ", kMxfp4Block));
+    return placeholder(name + "_blocks", shape, matrix_dtype_);
+  }
+  Shape scales_shape = shape;
+  scales_shape.back() /= kMxfp4Block;
+  Shape blocks_shape = scales_shape;
+  blocks_shape.push_back(kMxfp4Block / 2);
+  const auto blocks = bytes(name + "_blocks", blocks_shape, "U8");
+  const auto scales = bytes(name + "_scales", scales_shape, "U8");
+  if (blocks.empty() || scales.empty()) return placeholder(name + "_blocks", shape, matrix_dtype_);
+  return dequantize_mxfp4(blocks, scales, shape, matrix_dtype_);
 }
 
 Tensor Weights::matrix(const std::string& name, const Shape& shape) {

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ class Weights {
   Tensor matrix(const std::string& name, const Shape& shape);
   // A norm weight or bias, always F32 (small; converted when stored otherwise).
   Tensor vector(const std::string& name, const Shape& shape);
+  // A matrix (or stack of matrices) of `shape` [.., rows, cols] stored as MXFP4: name +
+  // "_blocks" U8 [.., rows, cols / 32, 16] and name + "_scales" U8 [.., rows, cols / 32]
+  // (models/mxfp4.h), dequantized once here into the matrix dtype.
+  Tensor mxfp4(const std::string& name, const Shape& shape);
   bool has(const std::string& name) const { return ckpt_.has(name); }
   // Marks a tensor the reference implementation also ignores (e.g. a tied lm_head copy).
   void ignore(const std::string& name) { used_.insert(name); }
@@ -37,6 +42,10 @@ class Weights {
   // Zeros standing in for a missing or misshapen tensor, so finish() can report every problem
   // at once; throws when the stand-ins would outgrow the checkpoint itself.
   Tensor placeholder(const std::string& name, const Shape& shape, DType want);
+  // The stored bytes of a packed tensor of this shape and safetensors dtype, a view of the
+  // mapping; empty when it is missing or misshapen (recorded for finish()).
+  std::span<const uint8_t> bytes(const std::string& name, const Shape& shape,
+                                 const std::string& dtype_name);
 
   const Checkpoint& ckpt_;
   DType matrix_dtype_;

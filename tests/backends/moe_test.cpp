@@ -1,15 +1,22 @@
 // The Route op's top-k and routers against what torch and transformers' router modules return
 // for logits full of ties (tests/fixtures/moe/routes.json, made by
 // tools/reference/make_route_goldens.py): which experts, in which order, with which weights.
+// GptOss's experts (biases, clamped SwiGLU) against their definition.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <limits>
 
 #include "backends/cpu/moe.h"
+#include "backends/op_harness.h"
 #include "io/json.h"
 
 namespace lathe {
 namespace {
+
+using graph::Value;
 
 const Json& goldens() {
   static const Json j =
@@ -76,6 +83,128 @@ TEST(Route, MatchesTransformersRouters) {
     ++cases;
   }
   EXPECT_GE(cases, 20);
+}
+
+// GptOssExperts._apply_gate: gate clamped above at the limit, up on both sides, then
+// (up + 1) * gate * sigmoid(gate * alpha); NaN stays NaN as under torch.clamp.
+TEST(ClampedSwiglu, MatchesGptOssApplyGate) {
+  const float limit = 1.5f, alpha = 1.702f;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> gate = {-3.0f, -0.4f, 0.0f, 0.9f, 1.5f, 4.0f, 2.0f, nan, 0.3f};
+  const std::vector<float> up = {0.2f, -5.0f, 1.0f, 3.0f, -1.5f, 0.0f, -0.7f, 0.1f, nan};
+  std::vector<float> y(gate.size());
+  cpu::clamped_swiglu(gate.data(), up.data(), y.data(), static_cast<int64_t>(gate.size()), limit,
+                      alpha);
+  for (size_t i = 0; i + 2 < gate.size(); ++i) {
+    const double g = std::min<double>(gate[i], limit);
+    const double u = std::clamp<double>(up[i], -limit, limit);
+    EXPECT_NEAR(y[i], (u + 1) * g / (1 + std::exp(-g * alpha)), 1e-6) << "element " << i;
+  }
+  EXPECT_TRUE(std::isnan(y[7]));
+  EXPECT_TRUE(std::isnan(y[8]));
+  // gate 4 and 2 both clamp to the limit: equal up, equal output.
+  float two[2];
+  const float g2[] = {4.0f, 2.0f}, u2[] = {0.5f, 0.5f};
+  cpu::clamped_swiglu(g2, u2, two, 2, limit, alpha);
+  EXPECT_EQ(two[0], two[1]);
+}
+
+// An Experts node with biases and the clamped SwiGLU against the definition in double: for each
+// token, the sum over its k experts of weight * (down (glu(gate x + bg, up x + bu)) + bd).
+TEST(Experts, BiasesAndClampedSwigluMatchDefinition) {
+  using optest::random_tensor;
+  const int64_t tokens = 5, dim = 7, inter = 6, experts = 4, k = 2;
+  const graph::ExpertGluParams glu{graph::ExpertGlu::ClampedSwiglu, 0.8f, 1.3f};
+  const Tensor x = random_tensor({tokens, dim}, 71), router = random_tensor({experts, dim}, 72);
+  std::vector<std::array<Tensor, 6>> w;
+  for (uint32_t e = 0; e < experts; ++e)
+    w.push_back({random_tensor({inter, dim}, 80 + e), random_tensor({inter, dim}, 90 + e),
+                 random_tensor({dim, inter}, 100 + e), random_tensor({inter}, 110 + e),
+                 random_tensor({inter}, 120 + e), random_tensor({dim}, 130 + e)});
+  const optest::Build build = [&](graph::Builder& g) {
+    graph::Value xv = g.weight(x);
+    graph::Value r = g.route(g.linear(xv, g.weight(router)),
+                             {.routing = graph::Routing::TopKSoftmax, .top_k = k});
+    std::vector<graph::Builder::Expert> ex;
+    for (const auto& e : w)
+      ex.push_back({g.weight(e[0]), g.weight(e[1]), g.weight(e[2]), g.weight(e[3]), g.weight(e[4]),
+                    g.weight(e[5])});
+    return std::vector{r, g.experts(xv, r, ex, graph::Activation::Silu, glu)};
+  };
+  for (bool reference : {true, false}) {
+    ThreadPool pool(reference ? 1 : 3);
+    const optest::Outcome o =
+        optest::run(cpu_backend(reference), pool, optest::Mode::Planned, build, optest::Step{});
+    const float* route = o.values.at(0).data<float>();
+    const float* out = o.values.at(1).data<float>();
+    auto dot = [](const Tensor& m, int64_t row, const std::vector<double>& v) {
+      double s = 0;
+      for (size_t i = 0; i < v.size(); ++i)
+        s += m.data<float>()[row * static_cast<int64_t>(v.size()) + static_cast<int64_t>(i)] * v[i];
+      return s;
+    };
+    int clamped = 0;
+    for (int64_t t = 0; t < tokens; ++t) {
+      std::vector<double> xt(x.data<float>() + t * dim, x.data<float>() + (t + 1) * dim);
+      std::vector<double> want(static_cast<size_t>(dim), 0.0);
+      for (int64_t j = 0; j < k; ++j) {
+        const auto& e = w[static_cast<size_t>(route[tokens * k + t * k + j])];
+        std::vector<double> h(static_cast<size_t>(inter));
+        for (int64_t i = 0; i < inter; ++i) {
+          const double gate = dot(e[0], i, xt) + e[3].data<float>()[i];
+          const double up = dot(e[1], i, xt) + e[4].data<float>()[i];
+          clamped += gate > glu.limit || std::fabs(up) > glu.limit;
+          const double g = std::min<double>(gate, glu.limit);
+          const double u = std::clamp<double>(up, -glu.limit, glu.limit);
+          h[static_cast<size_t>(i)] = (u + 1) * g / (1 + std::exp(-g * glu.alpha));
+        }
+        for (int64_t d = 0; d < dim; ++d)
+          want[static_cast<size_t>(d)] +=
+              route[t * k + j] * (dot(e[2], d, h) + e[5].data<float>()[d]);
+      }
+      for (int64_t d = 0; d < dim; ++d)
+        EXPECT_NEAR(out[t * dim + d], want[static_cast<size_t>(d)], 1e-5)
+            << (reference ? "reference" : "fast") << " token " << t << " dim " << d;
+    }
+    EXPECT_GT(clamped, 10) << "the limit must clamp here";
+  }
+}
+
+// The graph hash (a plan cache's key) tells apart what changes the numbers: the glu kind, its
+// limit and alpha, the experts' biases and an attention's sinks.
+TEST(Experts, GluBiasesAndSinksEnterTheGraphHash) {
+  using optest::random_tensor;
+  const Tensor x = random_tensor({3, 8}, 1), router = random_tensor({4, 8}, 2);
+  const Tensor gate = random_tensor({5, 8}, 3), up = random_tensor({5, 8}, 4);
+  const Tensor down = random_tensor({8, 5}, 5), bias = random_tensor({5}, 6);
+  auto experts_hash = [&](graph::ExpertGluParams glu, bool with_bias) {
+    graph::Builder g;
+    graph::Value xv = g.weight(x);
+    graph::Value r = g.route(g.linear(xv, g.weight(router)),
+                             {.routing = graph::Routing::TopKSoftmax, .top_k = 2});
+    std::vector<graph::Builder::Expert> ex(
+        4, {g.weight(gate), g.weight(up), g.weight(down), with_bias ? g.weight(bias) : Value{}});
+    g.output(g.experts(xv, r, ex, graph::Activation::Silu, glu));
+    return g.graph().hash();
+  };
+  using graph::ExpertGlu;
+  const uint64_t plain = experts_hash({}, false);
+  EXPECT_EQ(plain, experts_hash({}, false));
+  EXPECT_NE(plain, experts_hash({}, true));
+  const uint64_t clamped = experts_hash({ExpertGlu::ClampedSwiglu, 7.0f, 1.702f}, false);
+  EXPECT_NE(plain, clamped);
+  EXPECT_NE(clamped, experts_hash({ExpertGlu::ClampedSwiglu, 6.0f, 1.702f}, false));
+  EXPECT_NE(clamped, experts_hash({ExpertGlu::ClampedSwiglu, 7.0f, 1.5f}, false));
+
+  const Tensor q = random_tensor({2, 4, 8}, 7), kv = random_tensor({2, 2, 8}, 8);
+  const Tensor sinks = random_tensor({4}, 9);
+  auto attention_hash = [&](bool with_sinks) {
+    graph::Builder g;
+    g.output(g.attention(g.weight(q), g.weight(kv), g.weight(kv), {.layer = 0, .scale = 0.3f}, {},
+                         with_sinks ? g.weight(sinks) : Value{}));
+    return g.graph().hash();
+  };
+  EXPECT_NE(attention_hash(false), attention_hash(true));
 }
 
 }  // namespace

@@ -91,6 +91,7 @@ struct Attend {
   Tensor slopes = {};
   uint32_t seed = 7;
   int64_t ring_window = 0;  // > 0: a SlidingKV layer of that window (a ring of slots)
+  Tensor sinks = {};        // [heads] sink logits (GptOss), or none
 
   int64_t n() const { return q.dim(0); }
   int64_t heads() const { return q.dim(1); }
@@ -114,8 +115,8 @@ struct Attend {
   }
   Build build() const {
     return [a = *this](Builder& g) {
-      return std::vector{
-          g.attention(g.weight(a.q), g.weight(a.k), g.weight(a.v), a.params, g.weight(a.slopes))};
+      return std::vector{g.attention(g.weight(a.q), g.weight(a.k), g.weight(a.v), a.params,
+                                     g.weight(a.slopes), g.weight(a.sinks))};
     };
   }
   Outcome run_on(bool reference) const {
@@ -132,7 +133,8 @@ struct Attend {
     return t.data<float>()[(r * kv_heads() + kvh) * head_dim() + d];
   }
   // Query t, head h by definition in double: softmax over visible keys j of
-  // score(q . k_j * scale, j), then the weighted sum of value rows.
+  // score(q . k_j * scale, j) (and the head's sink, a logit with no value), then the weighted
+  // sum of value rows.
   std::vector<double> definition(int64_t t, int64_t h,
                                  const std::function<double(double, int64_t)>& score) const {
     const int64_t p = pos0 + t, hd = head_dim(), kvh = h / (heads() / kv_heads());
@@ -148,6 +150,7 @@ struct Attend {
       w.push_back(std::exp(score(s * params.scale, j)));
       sum += w.back();
     }
+    if (sinks.defined() && sinks.numel() > 0) sum += std::exp(sinks.data<float>()[h]);
     std::vector<double> o(static_cast<size_t>(hd), 0.0);
     for (int64_t j = first; j <= p; ++j)
       for (int64_t d = 0; d < hd; ++d)
@@ -219,6 +222,45 @@ TEST(Attention, SoftcapFastMatchesReferenceAndDefinition) {
   Attend capped_again = a;
   capped_again.params.softcap = 2.0f;
   EXPECT_GT(nmse_of(a.out(true), capped_again.out(true)), 1e-6) << "capping must show here";
+}
+
+// GptOss's sinks: each head's sink logit joins the softmax's max and denominator as a key with
+// no value, so the weights of the real keys sum to less than one; with a window, a ring and a
+// sink far above every score (the max then comes from the sink, and the output nears zero).
+TEST(Attention, SinksJoinTheSoftmaxDenominator) {
+  const int64_t heads = 4, kvh = 2, hd = 8;
+  Tensor sinks = Tensor::zeros(DType::F32, {heads});
+  const float s[] = {0.7f, -1.3f, 2.5f, 0.0f};
+  std::copy(s, s + heads, sinks.mut<float>());
+  Attend a{.q = random_tensor({5, heads, hd}, 31, 2.0f),
+           .k = random_tensor({5, kvh, hd}, 32, 2.0f),
+           .v = random_tensor({5, kvh, hd}, 33),
+           .pos0 = 6,
+           .max_seq = 12,
+           .params = {.layer = 0, .window = 0, .scale = 0.4f, .softcap = 0, .bias = {}},
+           .sinks = sinks};
+  for (int64_t window : {0, 3}) {
+    a.params.window = window;
+    EXPECT_LT(nmse_of(a.out(false), a.out(true)), 1e-12) << "window " << window;
+    a.expect_definition(a.out(true), plain);
+    a.expect_definition(a.out(false), plain);
+  }
+  Attend ring = a;
+  ring.ring_window = 3;
+  EXPECT_TRUE(same_bits(ring.out(true), a.out(true))) << "a ring holds what a full cache does";
+  EXPECT_TRUE(same_bits(ring.out(false), a.out(false))) << "a ring holds what a full cache does";
+  Attend none = a;
+  none.sinks = Tensor();
+  EXPECT_GT(nmse_of(none.out(true), a.out(true)), 1e-4) << "the sinks must show here";
+  Attend high = a;
+  high.params.window = 0;
+  high.sinks = Tensor::zeros(DType::F32, {heads});
+  for (int64_t h = 0; h < heads; ++h) high.sinks.mut<float>()[h] = 40.0f;
+  for (bool reference : {true, false}) {
+    const Tensor out = high.out(reference);
+    high.expect_definition(out, plain, 1e-12);
+    for (float x : floats(out)) EXPECT_LT(std::fabs(x), 1e-12f);
+  }
 }
 
 // ALiBi (Bloom): head h's scaled score for the key at position j gains slope_h * j.

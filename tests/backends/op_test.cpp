@@ -317,6 +317,7 @@ struct AttentionCase {
   float qk_scale = 1;
   int64_t v_dim = 0;           // values' head size (0: head_dim)
   int64_t values_in_keys = 0;  // > 0: no v, the keys' first values_in_keys dims (MLA)
+  float sinks = 0;             // > 0: GptOss sinks per head, uniform in (-sinks, sinks)
 };
 
 Case attention_case(const AttentionCase& a) {
@@ -364,6 +365,7 @@ Case attention_case(const AttentionCase& a) {
     for (int64_t h = 0; h < a.heads; ++h)  // not powers of 2: bf16 rounding shows
       slopes.mut<float>()[h] = 0.3f / static_cast<float>(h + 1);
   }
+  const Tensor sinks = a.sinks > 0 ? random_tensor({a.heads}, next_seed(), a.sinks) : Tensor();
   const Builder::AttentionParams p{
       .layer = 1,
       .window = a.window,
@@ -371,12 +373,12 @@ Case attention_case(const AttentionCase& a) {
       .softcap = a.softcap,
       .bias = a.bias,
       .value_dim = a.values_in_keys};
-  return {
-      std::string("attention_") + a.what, Op::Attention, DType::F32,
-      [q, k, v, slopes, p](Builder& g) {
-        return std::vector{g.attention(g.weight(q), g.weight(k), g.weight(v), p, g.weight(slopes))};
-      },
-      std::move(step)};
+  return {std::string("attention_") + a.what, Op::Attention, DType::F32,
+          [q, k, v, slopes, sinks, p](Builder& g) {
+            return std::vector{g.attention(g.weight(q), g.weight(k), g.weight(v), p,
+                                           g.weight(slopes), g.weight(sinks))};
+          },
+          std::move(step)};
 }
 
 void attention_cases(std::vector<Case>& out) {
@@ -506,6 +508,35 @@ void attention_cases(std::vector<Case>& out) {
        .kv_heads = 2,
        .head_dim = 64,
        .seqs = {S{37, 0, 64}, S{1, 50, 64}}},
+      // GptOss's sinks: prefill and decode, grouped heads, a ring, two sequences, sinks above
+      // every score (the softmax's max is the sink's).
+      {.what = "sinks_prefill_gqa",
+       .heads = 6,
+       .kv_heads = 2,
+       .head_dim = 16,
+       .seqs = {S{7, 0, 8}},
+       .sinks = 2.0f},
+      {.what = "sinks_decode_ring",
+       .heads = 4,
+       .kv_heads = 2,
+       .head_dim = 8,
+       .seqs = {S{1, 20, 32}},
+       .window = 5,
+       .ring = true,
+       .sinks = 2.0f},
+      {.what = "sinks_two_sequences_window",
+       .heads = 4,
+       .kv_heads = 1,
+       .head_dim = 12,
+       .seqs = {S{3, 9, 16}, S{2, 0, 12}},
+       .window = 3,
+       .sinks = 1.0f},
+      {.what = "sinks_dominant_large",
+       .heads = 8,
+       .kv_heads = 2,
+       .head_dim = 64,
+       .seqs = {S{37, 20, 64}},
+       .sinks = 30.0f},
   };
   for (const AttentionCase& a : cases) out.push_back(attention_case(a));
 }
@@ -568,38 +599,55 @@ void route_cases(std::vector<Case>& out) {
 }
 
 // Experts after a route: decode (one token), odd token counts and sizes, k of 1 and more,
-// gated and ungated, F32 and BF16 weights; experts no token chose are skipped.
+// gated and ungated, F32 and BF16 weights; experts no token chose are skipped. GptOss's
+// experts: biases on gate, up and down, and the clamped SwiGLU with a limit that clamps.
 void experts_cases(std::vector<Case>& out) {
   struct S {
     int64_t tokens, dim, inter, experts, k;
     bool gated;
+    bool biases = false;
+    graph::ExpertGluParams glu = {};
   };
+  const graph::ExpertGluParams clamped{graph::ExpertGlu::ClampedSwiglu, 0.7f, 1.702f};
   const S shapes[] = {{1, 64, 32, 8, 2, true},
                       {7, 13, 9, 5, 2, true},
                       {37, 64, 40, 6, 3, true},
                       {5, 24, 17, 4, 1, false},
-                      {3, 16, 8, 64, 4, true}};
+                      {3, 16, 8, 64, 4, true},
+                      {1, 64, 32, 8, 2, true, true, clamped},
+                      {7, 13, 9, 5, 2, true, true, clamped},
+                      {37, 64, 40, 6, 3, true, false, clamped},
+                      {9, 24, 17, 4, 2, true, true},
+                      {5, 24, 17, 4, 1, false, true}};
   for (DType dt : {DType::F32, DType::BF16})
     for (const S& s : shapes) {
       const Tensor x = random_tensor({s.tokens, s.dim}, next_seed());
       const Tensor router = random_tensor({s.experts, s.dim}, next_seed());
-      std::vector<std::array<Tensor, 3>> w;
+      std::vector<std::array<Tensor, 6>> w;
+      auto bias = [&](int64_t n, bool on) {
+        return on ? random_tensor({n}, next_seed()) : Tensor();
+      };
       for (int64_t e = 0; e < s.experts; ++e)
         w.push_back({s.gated ? random_tensor({s.inter, s.dim}, next_seed()).to(dt) : Tensor(),
                      random_tensor({s.inter, s.dim}, next_seed()).to(dt),
-                     random_tensor({s.dim, s.inter}, next_seed()).to(dt)});
+                     random_tensor({s.dim, s.inter}, next_seed()).to(dt),
+                     bias(s.inter, s.biases && s.gated), bias(s.inter, s.biases),
+                     bias(s.dim, s.biases)});
+      const bool clamps = s.glu.kind == graph::ExpertGlu::ClampedSwiglu;
       out.push_back({"experts_" + label({s.tokens, s.dim, s.inter}) + "_e" +
                          std::to_string(s.experts) + "_k" + std::to_string(s.k) +
-                         (s.gated ? "_gated_" : "_ungated_") + std::string(dtype_name(dt)),
+                         (s.gated ? "_gated" : "_ungated") + (s.biases ? "_biases" : "") +
+                         (clamps ? "_clamped_swiglu_" : "_") + std::string(dtype_name(dt)),
                      Op::Experts, dt,
-                     [x, router, w, k = s.k](Builder& g) {
+                     [x, router, w, k = s.k, glu = s.glu](Builder& g) {
                        Value xv = g.weight(x);
                        Value r = g.route(g.linear(xv, g.weight(router)),
                                          {.routing = graph::Routing::SoftmaxTopK, .top_k = k});
                        std::vector<Builder::Expert> ex;
                        for (const auto& e : w)
-                         ex.push_back({g.weight(e[0]), g.weight(e[1]), g.weight(e[2])});
-                       return std::vector{g.experts(xv, r, ex, Activation::Silu)};
+                         ex.push_back({g.weight(e[0]), g.weight(e[1]), g.weight(e[2]),
+                                       g.weight(e[3]), g.weight(e[4]), g.weight(e[5])});
+                       return std::vector{g.experts(xv, r, ex, Activation::Silu, glu)};
                      },
                      Step{}});
     }

@@ -85,6 +85,7 @@ const std::vector<std::string> kFixtures = {
     "olmo3_untied_sliding_linear",
     "cohere2_tied_sliding_pattern",
     "ministral3_untied_yarn_llama4_scale",  // queries scaled by position: batched segments
+    "gpt_oss_sliding_yarn_defaults",        // attention sinks, sliding rings, biased experts
 };
 
 class EngineFixture : public ::testing::TestWithParam<std::string> {

@@ -112,6 +112,38 @@ TEST(ConfigErrors, HybridLinearAttention) {
       "field \"text_config\" must be an object");
 }
 
+TEST(ConfigErrors, GptOss) {
+  expect_error(
+      "gpt_oss_sliding_yarn_defaults", [](Json& c) { c["layer_types"] = {"full_attention"}; },
+      "field \"layer_types\" must list 3 layer types");
+  expect_error(
+      "gpt_oss_tied_layer_types_clamped_nobias",
+      [](Json& c) { c["layer_types"][1] = "chunked_attention"; },
+      "layer_types[1] is \"chunked_attention\"");
+  expect_error(
+      "gpt_oss_sliding_yarn_defaults", [](Json& c) { c["num_experts_per_tok"] = 6; },
+      "field \"num_experts_per_tok\" is 6, more than the 5 experts (\"num_local_experts\")");
+  expect_error(
+      "gpt_oss_sliding_yarn_defaults", [](Json& c) { c["sliding_window"] = nullptr; },
+      "layer 0 is sliding_attention but field \"sliding_window\" is null");
+  expect_error(
+      "gpt_oss_sliding_yarn_defaults", [](Json& c) { c["sliding_window"] = 0; },
+      "field \"sliding_window\" is 0; it must be positive");
+  // Without sliding layers a null window is fine.
+  EXPECT_EQ(load_error("gpt_oss_tied_layer_types_clamped_nobias",
+                       [](Json& c) {
+                         c["sliding_window"] = nullptr;
+                         c["layer_types"] = {"full_attention", "full_attention", "full_attention"};
+                       }),
+            "");
+  expect_error(
+      "gpt_oss_sliding_yarn_defaults",
+      [](Json& c) {
+        c["quantization_config"] = {{"quant_method", "bitsandbytes"}};
+      },
+      "field \"quantization_config\" has quant_method \"bitsandbytes\"");
+}
+
 TEST(ConfigErrors, CrossAttention) {
   for (const char* fixture : {"gpt2_tied", "gpt_bigcode_mqa_tied"})
     expect_error(

@@ -7,7 +7,8 @@
 namespace lathe::cpu {
 namespace {
 
-// One query row of one head: softmax(q . K^T * scale) . V over the visible keys.
+// One query row of one head: softmax(q . K^T * scale) . V over the visible keys (and the
+// head's sink, a logit without a value, when a.sinks is set).
 void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
   const int64_t p = a.pos0 + t;
   const int64_t first = a.window > 0 ? std::max<int64_t>(0, p - a.window + 1) : 0;
@@ -16,7 +17,7 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
   const int64_t stride = a.kv_heads * hd;
   const float* q = a.q + (t * a.heads + h) * hd;
   const float* bias = a.bias ? a.bias + h * a.bias_stride : nullptr;
-  float max_score = -INFINITY;
+  float max_score = a.sinks ? a.sinks[h] : -INFINITY;
   auto row = [&](int64_t j) { return (a.slots > 0 ? j % a.slots : j) * stride + kvh * hd; };
   for (int64_t j = first; j <= p; ++j) {
     const float* k = a.k_cache + row(j);
@@ -34,6 +35,7 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
     scores[j - first] = e;
     sum += e;
   }
+  if (a.sinks) sum += std::exp(a.sinks[h] - max_score);
   const int64_t vd = a.v_dim;
   float* out = a.out + (t * a.heads + h) * vd;
   std::fill(out, out + vd, 0.0f);

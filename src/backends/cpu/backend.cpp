@@ -111,7 +111,8 @@ void attention(const NodeArgs& a, bool reference) {
                             score_row(a.step.max_context),
                             v_dim,
                             v ? v_row : kv_row,
-                            v ? v_dim : head_dim};
+                            v ? v_dim : head_dim,
+                            f32(a.inputs[4])};
     if (reference)
       cpu::attention_reference(args);
     else
@@ -226,7 +227,8 @@ class CpuBackend : public Backend {
       const graph::Node& up = g.at(node.inputs[3]);
       return cpu::experts_workspace_floats(
           node.shape[0], node.shape[1], up.shape[0], node.params.top_k,
-          static_cast<int64_t>(node.inputs.size() - 2) / 3, reference_ ? DType::F32 : up.dtype);
+          static_cast<int64_t>(node.inputs.size() - 2) / graph::kExpertInputs,
+          reference_ ? DType::F32 : up.dtype);
     }
     if (node.op == Op::HeadLinear) {
       const graph::Node& w = g.at(node.inputs[1]);
@@ -392,12 +394,13 @@ class CpuBackend : public Backend {
                    a.out.mut<float>());
         return;
       case Op::Experts: {
-        const int64_t experts = static_cast<int64_t>(a.inputs.size() - 2) / 3;
+        const int64_t experts = static_cast<int64_t>(a.inputs.size() - 2) / graph::kExpertInputs;
         const Tensor& up = *a.inputs[3];
-        cpu::experts({x->data<float>(), a.inputs[1]->data<float>(), x->dim(0), x->dim(1), up.dim(0),
-                      n.params.top_k, experts, a.inputs.data() + 2, n.params.act,
-                      a.out.mut<float>(), a.workspace},
-                     reference_, a.pool);
+        cpu::experts(
+            {x->data<float>(), a.inputs[1]->data<float>(), x->dim(0), x->dim(1), up.dim(0),
+             n.params.top_k, experts, a.inputs.data() + 2, n.params.act, a.out.mut<float>(),
+             a.workspace, n.params.glu, n.params.limit, n.params.alpha},
+            reference_, a.pool);
         return;
       }
       case Op::Concat: {

@@ -16,7 +16,9 @@ namespace lathe::cpu {
 // softmax (Gemma2 attn_logit_softcapping). With a bias [heads, bias_stride], bias[h, j] is
 // added to head h's scaled score for key position j (ALiBi), after any capping.
 // With slots > 0 the caches are rings of `slots` rows and position j lives in row j % slots
-// (sliding-window layers); the caller keeps every visible key in the ring. `scratch` holds
+// (sliding-window layers); the caller keeps every visible key in the ring. With sinks
+// [heads], head h's softmax takes sinks[h] as one more logit with no value: the max and the
+// denominator include it (GptOss's eager_attention_forward). `scratch` holds
 // pool-size rows (one for the reference kernel) of `scratch_stride` >= pos0 + tokens floats,
 // so the kernel allocates nothing.
 struct AttentionArgs {
@@ -36,6 +38,7 @@ struct AttentionArgs {
   // out is [tokens, heads, v_dim]. MLA's values are the keys' first v_dim dims: v_cache is
   // k_cache, with the keys' strides.
   int64_t v_dim = 0, v_row = 0, v_head = 0;
+  const float* sinks = nullptr;
 };
 
 // One level's kernels, declared alike in each level's namespace. Rows [n0, n1) of

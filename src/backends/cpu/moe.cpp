@@ -163,7 +163,22 @@ ExpertsWorkspace carve(const ExpertsArgs& a, DType w_dtype) {
   return w;
 }
 
+const float* bias_of(const Tensor* t) {
+  return t ? t->data<float>() : nullptr;
+}
+
 }  // namespace
+
+void clamped_swiglu(const float* gate, const float* up, float* y, int64_t n, float limit,
+                    float alpha) {
+  for (int64_t i = 0; i < n; ++i) {
+    // std::min / std::clamp keep a NaN as torch.clamp does.
+    const float g = std::min(gate[i], limit);
+    const float u = std::clamp(up[i], -limit, limit);
+    const float glu = g * (1.0f / (1.0f + std::exp(-(g * alpha))));
+    y[i] = (u + 1.0f) * glu;
+  }
+}
 
 size_t experts_workspace_floats(int64_t tokens, int64_t dim, int64_t inter, int64_t k,
                                 int64_t experts, DType w_dtype) {
@@ -193,11 +208,11 @@ void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
     for (int64_t s = 0; s < n * k; ++s)
       ws.order[next[static_cast<size_t>(ids[s])]++] = static_cast<int32_t>(s);
   }
-  auto linear = [&](const float* x, const Tensor& w, float* y, int64_t m) {
+  auto linear = [&](const float* x, const Tensor& w, const Tensor* bias, float* y, int64_t m) {
     if (reference)
-      matmul_reference(x, w.data<void>(), w.dtype(), nullptr, y, m, w.dim(0), w.dim(1));
+      matmul_reference(x, w.data<void>(), w.dtype(), bias_of(bias), y, m, w.dim(0), w.dim(1));
     else
-      matmul_fast(x, w.data<void>(), w.dtype(), nullptr, y, m, w.dim(0), w.dim(1), ws.scratch,
+      matmul_fast(x, w.data<void>(), w.dtype(), bias_of(bias), y, m, w.dim(0), w.dim(1), ws.scratch,
                   pool);
   };
   for (int64_t e = 0; e < a.experts; ++e) {
@@ -207,20 +222,27 @@ void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
     for (int32_t r = 0; r < m; ++r)
       std::memcpy(ws.x + int64_t{r} * d, a.x + (slots[r] / k) * d,
                   static_cast<size_t>(d) * sizeof(float));
-    const Tensor* gate = a.weights[3 * e];
-    const Tensor& up = *a.weights[3 * e + 1];
-    const Tensor& down = *a.weights[3 * e + 2];
-    // act(gate) * up into gate's rows (act_mul may write over its gate, not its up).
+    const Tensor* const* ew = a.weights + graph::kExpertInputs * e;
+    const Tensor* gate = ew[0];
+    const Tensor &up = *ew[1], &down = *ew[2];
+    // glu(gate, up) into gate's rows (act_mul may write over its gate, not its up).
     float* h = ws.gate;
     if (gate) {
-      linear(ws.x, *gate, ws.gate, m);
-      linear(ws.x, up, ws.up, m);
-      act_mul(a.act, ws.gate, ws.up, h, int64_t{m} * inter);
+      linear(ws.x, *gate, ew[3], ws.gate, m);
+      linear(ws.x, up, ew[4], ws.up, m);
+      switch (a.glu) {
+        case graph::ExpertGlu::ActMul:
+          act_mul(a.act, ws.gate, ws.up, h, int64_t{m} * inter);
+          break;
+        case graph::ExpertGlu::ClampedSwiglu:
+          clamped_swiglu(ws.gate, ws.up, h, int64_t{m} * inter, a.limit, a.alpha);
+          break;
+      }
     } else {
-      linear(ws.x, up, h, m);
+      linear(ws.x, up, ew[4], h, m);
       activation(a.act, h, h, int64_t{m} * inter);
     }
-    linear(h, down, ws.down, m);
+    linear(h, down, ew[5], ws.down, m);
     for (int32_t r = 0; r < m; ++r) {
       const float w = weights[slots[r]];
       const float* src = ws.down + int64_t{r} * d;

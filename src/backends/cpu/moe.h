@@ -25,11 +25,19 @@ struct ExpertsArgs {
   const float* x;      // [tokens, dim]
   const float* route;  // [2, tokens, k] (route())
   int64_t tokens, dim, inter, k, experts;
-  const Tensor* const* weights;  // 3 per expert: gate (null when ungated), up, down
+  // graph::kExpertInputs per expert: gate (null when ungated), up, down, then their F32
+  // biases (each null when absent).
+  const Tensor* const* weights;
   graph::Activation act;
   float* out;        // [tokens, dim]
   float* workspace;  // experts_workspace_floats() floats
+  graph::ExpertGlu glu = graph::ExpertGlu::ActMul;
+  float limit = 0, alpha = 0;  // ClampedSwiglu
 };
+// GptOssExperts._apply_gate over n elements: g = min(gate, limit), u = clamp(up, -limit, limit),
+// y = (u + 1) * g * sigmoid(g * alpha). y may be gate.
+void clamped_swiglu(const float* gate, const float* up, float* y, int64_t n, float limit,
+                    float alpha);
 size_t experts_workspace_floats(int64_t tokens, int64_t dim, int64_t inter, int64_t k,
                                 int64_t experts, DType w_dtype);
 // Groups the tokens by expert, runs each expert on its own tokens only (an expert no token
