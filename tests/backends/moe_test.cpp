@@ -67,7 +67,9 @@ TEST(Route, MatchesTransformersRouters) {
     p.groups = c.at("groups").get<int64_t>();
     p.top_groups = c.at("top_groups").get<int64_t>();
     std::vector<float> out(static_cast<size_t>(2 * tokens * p.top_k));
-    cpu::route(flat.data(), bias.empty() ? nullptr : bias.data(), tokens, experts, p, out.data());
+    std::vector<float> ws(cpu::route_workspace_floats(experts, p.top_k, p.groups));
+    cpu::route(flat.data(), bias.empty() ? nullptr : bias.data(), tokens, experts, p, out.data(),
+               ws.data());
     const auto ids = c.at("ids").get<std::vector<std::vector<int64_t>>>();
     const auto weights = c.at("weights").get<std::vector<std::vector<float>>>();
     const std::string what = c.at("module").get<std::string>() + " top " + std::to_string(p.top_k) +

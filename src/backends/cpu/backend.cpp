@@ -223,6 +223,9 @@ class CpuBackend : public Backend {
       const int64_t k = w.shape[1], m = shape_numel(node.shape) / w.shape[0];
       return (cpu::matmul_scratch_bytes(w.dtype, m, k) + sizeof(float) - 1) / sizeof(float);
     }
+    if (node.op == Op::Route)
+      return cpu::route_workspace_floats(g.at(node.inputs[0]).shape[1], node.params.top_k,
+                                         node.params.groups);
     if (node.op == Op::Experts) {
       const graph::Node& up = g.at(node.inputs[3]);
       return cpu::experts_workspace_floats(
@@ -391,7 +394,7 @@ class CpuBackend : public Backend {
         return;
       case Op::Route:
         cpu::route(x->data<float>(), f32(a.inputs[1]), x->dim(0), x->dim(1), n.params,
-                   a.out.mut<float>());
+                   a.out.mut<float>(), a.workspace);
         return;
       case Op::Experts: {
         const int64_t experts = static_cast<int64_t>(a.inputs.size() - 2) / graph::kExpertInputs;

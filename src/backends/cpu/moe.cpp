@@ -12,20 +12,25 @@
 
 namespace lathe::cpu {
 
-void torch_topk(const float* v, int64_t n, int64_t k, bool sorted, int64_t* out) {
-  using Pair = std::pair<float, int64_t>;
-  std::vector<Pair> q(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) q[static_cast<size_t>(i)] = {v[i], i};
-  auto larger = [](const Pair& a, const Pair& b) {
+void torch_topk(const float* v, int64_t n, int64_t k, bool sorted, int64_t* out,
+                TopkPair* scratch) {
+  TopkPair* q = scratch;
+  for (int64_t i = 0; i < n; ++i) q[i] = {v[i], i};
+  auto larger = [](const TopkPair& a, const TopkPair& b) {
     return (std::isnan(a.first) && !std::isnan(b.first)) || a.first > b.first;
   };
   if (k * 64 <= n) {
-    std::partial_sort(q.begin(), q.begin() + k, q.end(), larger);
+    std::partial_sort(q, q + k, q + n, larger);
   } else {
-    std::nth_element(q.begin(), q.begin() + (k - 1), q.end(), larger);
-    if (sorted) std::sort(q.begin(), q.begin() + (k - 1), larger);
+    std::nth_element(q, q + (k - 1), q + n, larger);
+    if (sorted) std::sort(q, q + (k - 1), larger);
   }
-  for (int64_t i = 0; i < k; ++i) out[i] = q[static_cast<size_t>(i)].second;
+  for (int64_t i = 0; i < k; ++i) out[i] = q[i].second;
+}
+
+void torch_topk(const float* v, int64_t n, int64_t k, bool sorted, int64_t* out) {
+  std::vector<TopkPair> q(static_cast<size_t>(n));
+  torch_topk(v, n, k, sorted, out, q.data());
 }
 
 namespace {
@@ -39,86 +44,108 @@ void softmax(const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] /= sum;
 }
 
+// route()'s scratch, carved from its workspace: (value, index) pairs for the top-k first (they
+// need 8-byte alignment), then the index lists, then the float rows.
+struct RouteScratch {
+  TopkPair* pairs;                   // [experts]
+  int64_t *ids, *keep;               // [k], [groups]
+  float *scores, *choice, *masked;   // [experts] each
+  float *top, *group_scores, *kept;  // [k], [groups], [groups]
+};
+
+RouteScratch carve_route(float* ws, int64_t experts, int64_t k, int64_t groups) {
+  RouteScratch r;
+  r.pairs = reinterpret_cast<TopkPair*>(ws);
+  r.ids = reinterpret_cast<int64_t*>(r.pairs + experts);
+  r.keep = r.ids + k;
+  r.scores = reinterpret_cast<float*>(r.keep + groups);
+  r.choice = r.scores + experts;
+  r.masked = r.choice + experts;
+  r.top = r.masked + experts;
+  r.group_scores = r.top + k;
+  r.kept = r.group_scores + groups;
+  return r;
+}
+
 // The grouped choice for one token, as DeepseekV3TopkRouter / Glm4Moe (Sigmoid: groups scored
 // by the sum of their two best choice scores, the rest masked to -inf) and DeepseekV2's
 // group_limited_greedy (SoftmaxGreedy: groups scored by their best, the rest masked to 0) make
-// it: experts outside the best top_groups groups masked, then the top k of what is left
-// (torch.topk(sorted=False) both times).
+// it: experts outside the best top_groups groups masked (into r.masked), then the top k of what
+// is left (torch.topk(sorted=False) both times).
 void grouped_choice(const float* choice, int64_t experts, const graph::Params& p, int64_t* ids,
-                    std::vector<float>& masked) {
+                    RouteScratch& r) {
   const int64_t per_group = experts / p.groups;
   const bool v3 = p.routing == graph::Routing::Sigmoid;
-  masked.assign(choice, choice + experts);
+  std::copy(choice, choice + experts, r.masked);
   if (p.groups > 1) {
-    std::vector<float> group_scores(static_cast<size_t>(p.groups));
     int64_t best[2];
     for (int64_t g = 0; g < p.groups; ++g) {
       const float* c = choice + g * per_group;
-      float& score = group_scores[static_cast<size_t>(g)];
+      float& score = r.group_scores[g];
       if (v3) {
-        torch_topk(c, per_group, std::min<int64_t>(2, per_group), true, best);
+        torch_topk(c, per_group, std::min<int64_t>(2, per_group), true, best, r.pairs);
         score = c[best[0]] + (per_group > 1 ? c[best[1]] : 0);
       } else {
         score = *std::max_element(c, c + per_group);
       }
     }
-    std::vector<int64_t> keep(static_cast<size_t>(p.top_groups));
-    torch_topk(group_scores.data(), p.groups, p.top_groups, false, keep.data());
-    std::vector<bool> kept(static_cast<size_t>(p.groups), false);
-    for (int64_t g : keep) kept[static_cast<size_t>(g)] = true;
+    torch_topk(r.group_scores, p.groups, p.top_groups, false, r.keep, r.pairs);
+    std::fill(r.kept, r.kept + p.groups, 0.0f);
+    for (int64_t i = 0; i < p.top_groups; ++i) r.kept[r.keep[i]] = 1.0f;
     for (int64_t e = 0; e < experts; ++e)
-      if (!kept[static_cast<size_t>(e / per_group)])
-        masked[static_cast<size_t>(e)] = v3 ? -std::numeric_limits<float>::infinity() : 0.0f;
+      if (r.kept[e / per_group] == 0.0f)
+        r.masked[e] = v3 ? -std::numeric_limits<float>::infinity() : 0.0f;
   }
-  torch_topk(masked.data(), experts, p.top_k, false, ids);
+  torch_topk(r.masked, experts, p.top_k, false, ids, r.pairs);
 }
 
 }  // namespace
 
+size_t route_workspace_floats(int64_t experts, int64_t k, int64_t groups) {
+  const int64_t g = std::max<int64_t>(groups, 1);
+  return static_cast<size_t>(experts * 4 + (k + g) * 2 + 3 * experts + k + 2 * g);
+}
+
 void route(const float* logits, const float* bias, int64_t tokens, int64_t experts,
-           const graph::Params& p, float* out) {
+           const graph::Params& p, float* out, float* workspace) {
   const int64_t k = p.top_k;
-  std::vector<float> scores(static_cast<size_t>(experts)), masked, top(static_cast<size_t>(k));
-  std::vector<int64_t> ids(static_cast<size_t>(k));
+  RouteScratch r = carve_route(workspace, experts, k, std::max<int64_t>(p.groups, 1));
+  float* scores = r.scores;
+  int64_t* ids = r.ids;
   for (int64_t t = 0; t < tokens; ++t) {
     const float* l = logits + t * experts;
     float* w = out + t * k;
     switch (p.routing) {
       case graph::Routing::SoftmaxTopK:
-        softmax(l, experts, scores.data());
-        torch_topk(scores.data(), experts, k, true, ids.data());
-        for (int64_t j = 0; j < k; ++j) w[j] = scores[static_cast<size_t>(ids[j])];
+        softmax(l, experts, scores);
+        torch_topk(scores, experts, k, true, ids, r.pairs);
+        for (int64_t j = 0; j < k; ++j) w[j] = scores[ids[j]];
         break;
       case graph::Routing::TopKSoftmax:
-        torch_topk(l, experts, k, true, ids.data());
-        for (int64_t j = 0; j < k; ++j) top[static_cast<size_t>(j)] = l[ids[j]];
-        softmax(top.data(), k, w);
+        torch_topk(l, experts, k, true, ids, r.pairs);
+        for (int64_t j = 0; j < k; ++j) r.top[j] = l[ids[j]];
+        softmax(r.top, k, w);
         break;
       case graph::Routing::SoftmaxGreedy:
-        softmax(l, experts, scores.data());
-        grouped_choice(scores.data(), experts, p, ids.data(), masked);
-        for (int64_t j = 0; j < k; ++j) w[j] = masked[static_cast<size_t>(ids[j])];
+        softmax(l, experts, scores);
+        grouped_choice(scores, experts, p, ids, r);
+        for (int64_t j = 0; j < k; ++j) w[j] = r.masked[ids[j]];
         break;
       case graph::Routing::SoftmaxBiased: {
-        softmax(l, experts, scores.data());
-        std::vector<float> choice(scores);
-        if (bias)
-          for (int64_t e = 0; e < experts; ++e) choice[static_cast<size_t>(e)] += bias[e];
-        torch_topk(choice.data(), experts, k, true, ids.data());
+        softmax(l, experts, scores);
+        for (int64_t e = 0; e < experts; ++e) r.choice[e] = scores[e] + (bias ? bias[e] : 0.0f);
+        torch_topk(r.choice, experts, k, true, ids, r.pairs);
         float sum = 0;
-        for (int64_t j = 0; j < k; ++j) sum += (w[j] = scores[static_cast<size_t>(ids[j])]);
+        for (int64_t j = 0; j < k; ++j) sum += (w[j] = scores[ids[j]]);
         sum = std::max(sum, p.eps);  // torch.clamp(sum, min=moe_norm_min)
         for (int64_t j = 0; j < k; ++j) w[j] /= sum;
         break;
       }
       case graph::Routing::Sigmoid: {
-        for (int64_t e = 0; e < experts; ++e)
-          scores[static_cast<size_t>(e)] = 1.0f / (1.0f + std::exp(-l[e]));
-        std::vector<float> choice(scores);
-        if (bias)
-          for (int64_t e = 0; e < experts; ++e) choice[static_cast<size_t>(e)] += bias[e];
-        grouped_choice(choice.data(), experts, p, ids.data(), masked);
-        for (int64_t j = 0; j < k; ++j) w[j] = scores[static_cast<size_t>(ids[j])];
+        for (int64_t e = 0; e < experts; ++e) scores[e] = 1.0f / (1.0f + std::exp(-l[e]));
+        for (int64_t e = 0; e < experts; ++e) r.choice[e] = scores[e] + (bias ? bias[e] : 0.0f);
+        grouped_choice(r.choice, experts, p, ids, r);
+        for (int64_t j = 0; j < k; ++j) w[j] = scores[ids[j]];
         break;
       }
     }
@@ -141,7 +168,7 @@ namespace {
 struct ExpertsWorkspace {
   float *slots, *x, *gate, *up, *down;
   void* scratch;
-  int32_t *count, *order;
+  int32_t *count, *order, *next;
 };
 
 size_t slot_floats(int64_t tokens, int64_t dim, int64_t inter, int64_t k) {
@@ -160,6 +187,7 @@ ExpertsWorkspace carve(const ExpertsArgs& a, DType w_dtype) {
   const size_t scratch = matmul_scratch_bytes(w_dtype, a.tokens, std::max(a.dim, a.inter));
   w.count = reinterpret_cast<int32_t*>(end + (scratch + sizeof(float) - 1) / sizeof(float));
   w.order = w.count + a.experts + 1;
+  w.next = w.order + a.tokens * a.k;
   return w;
 }
 
@@ -184,7 +212,7 @@ size_t experts_workspace_floats(int64_t tokens, int64_t dim, int64_t inter, int6
                                 int64_t experts, DType w_dtype) {
   const size_t scratch = matmul_scratch_bytes(w_dtype, tokens, std::max(dim, inter));
   return slot_floats(tokens, dim, inter, k) + (scratch + sizeof(float) - 1) / sizeof(float) +
-         static_cast<size_t>(experts + 1 + tokens * k);
+         static_cast<size_t>(experts + 1 + tokens * k + experts);
 }
 
 void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
@@ -203,11 +231,9 @@ void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
     ++ws.count[static_cast<int64_t>(id) + 1];
   }
   for (int64_t e = 0; e < a.experts; ++e) ws.count[e + 1] += ws.count[e];
-  {
-    std::vector<int32_t> next(ws.count, ws.count + a.experts);
-    for (int64_t s = 0; s < n * k; ++s)
-      ws.order[next[static_cast<size_t>(ids[s])]++] = static_cast<int32_t>(s);
-  }
+  std::copy(ws.count, ws.count + a.experts, ws.next);
+  for (int64_t s = 0; s < n * k; ++s)
+    ws.order[ws.next[static_cast<int64_t>(ids[s])]++] = static_cast<int32_t>(s);
   auto linear = [&](const float* x, const Tensor& w, const Tensor* bias, float* y, int64_t m) {
     if (reference)
       matmul_reference(x, w.data<void>(), w.dtype(), bias_of(bias), y, m, w.dim(0), w.dim(1));

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -16,10 +17,15 @@ namespace lathe::cpu {
 // (and std::sort of the first k - 1 when sorted) over (value, index) pairs, NaN largest. The
 // same libstdc++ algorithms over the same pairs put equal values in the same order.
 void torch_topk(const float* v, int64_t n, int64_t k, bool sorted, int64_t* out);
+// The same over `scratch`, room for n (value, index) pairs: no allocation.
+using TopkPair = std::pair<float, int64_t>;
+void torch_topk(const float* v, int64_t n, int64_t k, bool sorted, int64_t* out, TopkPair* scratch);
 
-// Route (graph.h): logits [tokens, experts] (+ bias [experts]) -> out [2, tokens, k].
+// Route (graph.h): logits [tokens, experts] (+ bias [experts]) -> out [2, tokens, k], with
+// route_workspace_floats() floats of scratch (8-byte aligned).
+size_t route_workspace_floats(int64_t experts, int64_t k, int64_t groups);
 void route(const float* logits, const float* bias, int64_t tokens, int64_t experts,
-           const graph::Params& p, float* out);
+           const graph::Params& p, float* out, float* workspace);
 
 struct ExpertsArgs {
   const float* x;      // [tokens, dim]
