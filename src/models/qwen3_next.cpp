@@ -22,6 +22,9 @@ class Qwen3HybridModel : public Decoder {
     const LlamaFamilyConfig& c = cfg_.base;
     ropes_.emplace_back(c.rope);
     Weights w(ckpt, opts.dtype);
+    // The multi-token prediction layers published checkpoints carry (mtp.*), which
+    // transformers leaves unloaded (_keys_to_ignore_on_load_unexpected).
+    w.ignore_if([](const std::string& name) { return name.starts_with("mtp."); });
     if (!cfg_.ignored_prefix.empty())
       w.ignore_if([&](const std::string& name) { return name.starts_with(cfg_.ignored_prefix); });
     const int64_t h = c.hidden_size;

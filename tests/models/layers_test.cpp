@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "core/error.h"
 #include "io/safetensors.h"
 #include "io/tiny_checkpoint.h"
 #include "models/config_fields.h"
@@ -115,6 +116,35 @@ TEST(BaseModelPrefix, CheckpointsWithoutItLoadTheSame) {
     const Tensor a = logits_of(with.path()), b = logits_of(without.path());
     ASSERT_EQ(a.shape(), b.shape());
     for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(a.data<float>()[i], b.data<float>()[i]);
+  }
+}
+
+// Qwen3Next and Qwen3.5 checkpoints carry multi-token prediction layers (mtp.*) that
+// transformers does not load: lathe leaves them too and computes the same logits, while any
+// other tensor the model does not use is still reported.
+TEST(Qwen3Hybrid, MultiTokenPredictionTensorsAreLeftAsTransformersLeavesThem) {
+  testing::ScratchDir plain("mtp-plain"), with("mtp");
+  const std::string fixture = testing::fixture_dir("qwen3_5_dense_interval3_tied");
+  build_tiny_checkpoint(fixture, plain.path(), {});
+  build_tiny_checkpoint(fixture, with.path(), {});
+  std::vector<NamedTensor> tensors;
+  {
+    const Checkpoint ckpt = Checkpoint::open(with.path());
+    for (const auto& name : ckpt.tensor_names())
+      tensors.push_back({name, ckpt.tensor(name).clone()});
+  }
+  tensors.push_back({"mtp.fc.weight", counting({4, 8})});
+  tensors.push_back({"mtp.layers.0.input_layernorm.weight", counting({4})});
+  write_safetensors(with.path() / "model.safetensors", tensors);
+  EXPECT_EQ(values(logits_of(with.path())), values(logits_of(plain.path())));
+  tensors.push_back({"model.extra.weight", counting({4})});
+  write_safetensors(with.path() / "model.safetensors", tensors);
+  try {
+    logits_of(with.path());
+    ADD_FAILURE() << "an unused tensor was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.extra.weight"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("mtp."), std::string::npos) << e.what();
   }
 }
 
