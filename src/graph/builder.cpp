@@ -92,7 +92,9 @@ Value Builder::linear(Value x, Value w, Value bias) {
 Value Builder::rms_norm(Value x, Value weight, float eps, float offset) {
   expect_f32(x, "rms_norm", "input");
   expect_f32(weight, "rms_norm", "weight");
-  if (shape_numel(shape(weight)) != dim(x, -1))
+  const int64_t cols = dim(x, -1), rows = shape_numel(shape(x)) / cols;
+  const int64_t count = shape_numel(shape(weight)), groups = count / cols;
+  if (groups <= 0 || groups * cols != count || rows % groups != 0)
     fail("internal: rms_norm: weight ", shape_str(shape(weight)), " for input ",
          shape_str(shape(x)));
   Node n{.op = Op::RmsNorm, .inputs = {x, weight}, .shape = shape(x)};
@@ -302,6 +304,28 @@ Value Builder::gated_delta_rule(Value q, Value k, Value v, Value a, Value b, Val
   Node n{.op = Op::GatedDeltaRule, .inputs = {q, k, v, a, b, a_log, dt_bias}, .shape = vs};
   n.params.layer = state.layer;
   n.params.state_slot = state.slot;
+  return add_node(std::move(n));
+}
+
+Value Builder::ssd(Value x, Value dt, Value a_log, Value dt_bias, Value b, Value c, Value d,
+                   float dt_min, float dt_max, StateRef state) {
+  const char* op = "ssd";
+  expect_f32(x, op, "x");
+  expect_f32(dt, op, "dt");
+  expect_same_shape(a_log, dt_bias, op);
+  expect_same_shape(a_log, d, op);
+  expect_same_shape(b, c, op);
+  const Shape &xs = shape(x), &ds = shape(dt), &bs = shape(b);
+  if (xs.size() != 3 || bs.size() != 3 || ds != Shape{xs[0], xs[1]} || bs[0] != xs[0] ||
+      bs[1] <= 0 || xs[1] % bs[1] != 0 || shape_numel(shape(a_log)) != xs[1])
+    fail("internal: ssd: x ", shape_str(xs), ", dt ", shape_str(ds), ", B ", shape_str(bs),
+         ", A_log ", shape_str(shape(a_log)));
+  if (!(dt_min <= dt_max)) fail("internal: ssd: dt limit [", dt_min, ", ", dt_max, "]");
+  Node n{.op = Op::Ssd, .inputs = {x, dt, a_log, dt_bias, b, c, d}, .shape = xs};
+  n.params.layer = state.layer;
+  n.params.state_slot = state.slot;
+  n.params.dt_min = dt_min;
+  n.params.dt_max = dt_max;
   return add_node(std::move(n));
 }
 

@@ -44,6 +44,8 @@ class Builder {
 
   Value embedding(Value table, Value ids, int64_t id_offset = 0);
   Value linear(Value x, Value w, Value bias = {});
+  // Weight holds n values, or g * n that successive rows cycle through (MambaRMSNormGated's
+  // per-group norm over x [tokens, groups, group_size] with one weight [groups * group_size]).
   Value rms_norm(Value x, Value weight, float eps, float offset = 0);
   // Weight and bias (each may be invalid) hold n values, or g * n that successive rows cycle
   // through (per-head norms over x [tokens, heads, head_dim]).
@@ -96,6 +98,12 @@ class Builder {
   // kernel; the state is [v_heads, k_dim, v_dim].
   Value gated_delta_rule(Value q, Value k, Value v, Value a, Value b, Value a_log, Value dt_bias,
                          StateRef state);
+  // Mamba2's selective state space recurrence (Op::Ssd): x [n, heads, head_dim], raw dt
+  // [n, heads], A_log, dt_bias and D [heads], B and C [n, groups, d_state] shared by the
+  // heads / groups heads of each group; dt = softplus(dt + dt_bias) clamped to
+  // [dt_min, dt_max]. The state is [heads, head_dim, d_state].
+  Value ssd(Value x, Value dt, Value a_log, Value dt_bias, Value b, Value c, Value d, float dt_min,
+            float dt_max, StateRef state);
   struct RouteParams {
     Routing routing = Routing::SoftmaxTopK;
     int64_t top_k = 0;

@@ -59,6 +59,8 @@ const char* op_name(Op op) {
       return "causal_conv";
     case Op::GatedDeltaRule:
       return "gated_delta_rule";
+    case Op::Ssd:
+      return "ssd";
   }
   return "?";
 }
@@ -95,7 +97,7 @@ uint64_t Graph::hash() const {
     h.add(static_cast<int>(n.dtype));
     const Params& p = n.params;
     for (float f : {p.eps, p.offset, p.scale, p.softcap, p.limit, p.xielu[0], p.xielu[1],
-                    p.xielu[2], p.xielu[3], p.alpha})
+                    p.xielu[2], p.xielu[3], p.alpha, p.dt_min, p.dt_max})
       h.add(f);
     for (int v :
          {static_cast<int>(p.act), static_cast<int>(p.layout), static_cast<int>(p.bias),

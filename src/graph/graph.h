@@ -63,6 +63,10 @@ enum class Op : uint8_t {
   GatedDeltaRule,  // q, k [n, k_heads, k_dim], v [n, v_heads, v_dim], a, b [n, v_heads],
                    // A_log, dt_bias [v_heads] -> [n, v_heads, v_dim]: Gated DeltaNet's linear
                    // attention, its [v_heads, k_dim, v_dim] matrix kept in the layer's state
+  Ssd,             // x [n, heads, head_dim], dt [n, heads], A_log, dt_bias [heads], B, C
+                   // [n, groups, d_state], D [heads] -> [n, heads, head_dim]: Mamba2's selective
+                   // state space recurrence, its [heads, head_dim, d_state] state kept in the
+                   // layer's state
 };
 const char* op_name(Op op);
 
@@ -121,7 +125,8 @@ struct Params {
   ExpertGlu glu = ExpertGlu::ActMul;
   float alpha = 0;
   int64_t slice_start = 0;  // Slice: the first column
-  int64_t state_slot = 0;   // CausalConv, GatedDeltaRule: which of the layer's state tensors
+  int64_t state_slot = 0;   // CausalConv, GatedDeltaRule, Ssd: which of the layer's state tensors
+  float dt_min = 0, dt_max = 0;  // Ssd: dt = softplus(dt + dt_bias) clamped to [dt_min, dt_max]
 };
 
 // The step inputs an Input node can be bound to.

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <random>
 
@@ -158,6 +159,16 @@ void norm_cases(std::vector<Case>& out) {
                      },
                      Step{}});
     }
+  // Per-group weights [groups, group_size] that the rows of x [tokens, groups, group_size]
+  // cycle through (Mamba2's gated norm).
+  for (const Shape& s : {Shape{5, 3, 8}, Shape{1, 4, 16}, Shape{40, 2, 96}}) {
+    const Tensor x = random_tensor(s, next_seed(), 3.0f);
+    const Tensor w = random_tensor({s[1] * s[2]}, next_seed());
+    out.push_back(
+        {"rms_norm_grouped_" + label(s), Op::RmsNorm, DType::F32,
+         [x, w](Builder& g) { return std::vector{g.rms_norm(g.weight(x), g.weight(w), 1e-5f)}; },
+         Step{}});
+  }
   // Shared weights and biases, each optional; then per-head ones [heads, head_dim] that the
   // rows of x [tokens, heads, head_dim] cycle through.
   struct Variant {
@@ -783,6 +794,46 @@ void recurrent_cases(std::vector<Case>& out) {
   }
 }
 
+// Mamba2 selective scans: decode from a carried state, a prompt from zeros, one group and
+// several, a dt clamp that bites, two sequences in one step.
+void ssd_cases(std::vector<Case>& out) {
+  using Seqs = std::vector<std::pair<int64_t, int64_t>>;
+  struct Scan {
+    const char* what;
+    int64_t heads, head_dim, groups, d_state;
+    float dt_min, dt_max;
+    Seqs seqs;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  const Scan scans[] = {{"decode", 4, 6, 2, 8, 0, inf, {{1, 3}}},
+                        {"prompt", 4, 6, 2, 8, 0, inf, {{9, 0}}},
+                        {"one_group", 3, 5, 1, 7, 0, inf, {{4, 2}}},
+                        {"clamped", 4, 4, 4, 4, 0.5f, 1.5f, {{6, 0}}},
+                        {"two_sequences", 2, 16, 1, 16, 0, inf, {{5, 0}, {1, 7}}},
+                        {"large", 8, 16, 2, 32, 0, inf, {{33, 0}}}};
+  for (const Scan& c : scans) {
+    int64_t n = 0;
+    for (auto [count, pos0] : c.seqs) n += count;
+    const Tensor x = random_tensor({n, c.heads, c.head_dim}, next_seed());
+    const Tensor dt = random_tensor({n, c.heads}, next_seed(), 3.0f);
+    const Tensor a_log = random_tensor({c.heads}, next_seed());
+    const Tensor dt_bias = random_tensor({c.heads}, next_seed());
+    const Tensor b = random_tensor({n, c.groups, c.d_state}, next_seed());
+    const Tensor cc = random_tensor({n, c.groups, c.d_state}, next_seed());
+    const Tensor d = random_tensor({c.heads}, next_seed());
+    // State slot 1 (slot 0 stands for a convolution's).
+    out.push_back(
+        {std::string("ssd_") + c.what + "_" + label({n, c.heads, c.head_dim, c.groups, c.d_state}),
+         Op::Ssd, DType::F32,
+         [=](Builder& g) {
+           return std::vector{g.ssd(g.weight(x), g.weight(dt), g.weight(a_log), g.weight(dt_bias),
+                                    g.weight(b), g.weight(cc), g.weight(d), c.dt_min, c.dt_max,
+                                    {0, 1})};
+         },
+         recurrent_step(c.seqs, {{3, 5}, {c.heads, c.head_dim, c.d_state}})});
+  }
+}
+
 const std::vector<Case>& all_cases() {
   static const std::vector<Case> cases = [] {
     std::vector<Case> c;
@@ -796,6 +847,7 @@ const std::vector<Case>& all_cases() {
     route_cases(c);
     experts_cases(c);
     recurrent_cases(c);
+    ssd_cases(c);
     return c;
   }();
   return cases;
@@ -871,10 +923,9 @@ TEST_P(OpBench, BackendsMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Ops, OpBench, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
-// Every computing op of graph::Op has cases (a new op must join the bench; GatedDeltaRule is
-// the last).
+// Every computing op of graph::Op has cases (a new op must join the bench; Ssd is the last).
 TEST(OpBenchCoverage, EveryComputingOpHasCases) {
-  std::vector<bool> seen(static_cast<size_t>(Op::GatedDeltaRule) + 1, false);
+  std::vector<bool> seen(static_cast<size_t>(Op::Ssd) + 1, false);
   for (const Case& c : all_cases()) seen[static_cast<size_t>(c.op)] = true;
   for (size_t i = 0; i < seen.size(); ++i) {
     const Op op = static_cast<Op>(i);

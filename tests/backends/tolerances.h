@@ -74,6 +74,7 @@ inline constexpr ToleranceRow kTolerances[] = {
     {graph::Op::Slice, DType::F32, {}},
     {graph::Op::CausalConv, DType::F32, {}},
     {graph::Op::GatedDeltaRule, DType::F32, {}},
+    {graph::Op::Ssd, DType::F32, {}},
 };
 
 // Linear with BF16 weights on Avx512Bf16: activations rounded to bf16 first.

@@ -169,6 +169,30 @@ void gated_delta_rule(const NodeArgs& a, bool reference) {
   }
 }
 
+void ssd(const NodeArgs& a, bool reference) {
+  const Tensor &x = *a.inputs[0], &b = *a.inputs[4];
+  const int64_t heads = x.dim(1), dp = x.dim(2), groups = b.dim(1), ds = b.dim(2);
+  for (const graph::Segment& s : a.step.segments) {
+    cpu::SsdArgs args{x.data<float>() + s.first * heads * dp,
+                      a.inputs[1]->data<float>() + s.first * heads,
+                      a.inputs[2]->data<float>(),
+                      a.inputs[3]->data<float>(),
+                      b.data<float>() + s.first * groups * ds,
+                      a.inputs[5]->data<float>() + s.first * groups * ds,
+                      a.inputs[6]->data<float>(),
+                      a.node.params.dt_min,
+                      a.node.params.dt_max,
+                      s.count,
+                      heads,
+                      dp,
+                      groups,
+                      ds,
+                      recurrent_state(a, s, {heads, dp, ds}),
+                      a.out.mut<float>() + s.first * heads * dp};
+    cpu::ssd(args, reference ? nullptr : &a.pool);
+  }
+}
+
 // Per head h: rows x[:, h, :] times w[h]^T, gathered into the workspace and scattered back.
 size_t head_linear_floats(int64_t n, int64_t k, int64_t m, DType w_dtype, bool reference) {
   const size_t scratch = reference ? 0 : cpu::matmul_scratch_bytes(w_dtype, n, k);
@@ -288,10 +312,15 @@ class CpuBackend : public Backend {
         return;
       }
       case Op::RmsNorm: {
-        const int64_t dim = x->dim(-1);
+        const int64_t dim = x->dim(-1), groups = a.inputs[1]->numel() / dim;
+        const float* w = a.inputs[1]->data<float>();
         over_rows(!reference_, a.pool, numel / dim, dim, [&](int64_t r0, int64_t r1) {
-          cpu::rms_norm(x->data<float>() + r0 * dim, a.inputs[1]->data<float>(), n.params.offset,
-                        n.params.eps, a.out.mut<float>() + r0 * dim, r1 - r0, dim);
+          if (groups == 1)
+            return cpu::rms_norm(x->data<float>() + r0 * dim, w, n.params.offset, n.params.eps,
+                                 a.out.mut<float>() + r0 * dim, r1 - r0, dim);
+          for (int64_t r = r0; r < r1; ++r)  // row r reads weight row r % groups
+            cpu::rms_norm(x->data<float>() + r * dim, w + (r % groups) * dim, n.params.offset,
+                          n.params.eps, a.out.mut<float>() + r * dim, 1, dim);
         });
         return;
       }
@@ -434,6 +463,9 @@ class CpuBackend : public Backend {
         return;
       case Op::GatedDeltaRule:
         gated_delta_rule(a, reference_);
+        return;
+      case Op::Ssd:
+        ssd(a, reference_);
         return;
       case Op::Rows: {
         const Tensor& idx = *a.inputs[1];

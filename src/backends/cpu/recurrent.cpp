@@ -85,6 +85,34 @@ void delta_heads(const DeltaRuleArgs& a, int64_t h0, int64_t h1, float* scratch)
   }
 }
 
+// Heads [h0, h1) over every token.
+void ssd_heads(const SsdArgs& a, int64_t h0, int64_t h1) {
+  const int64_t per_group = a.heads / a.groups, dp = a.head_dim, ds = a.d_state;
+  for (int64_t h = h0; h < h1; ++h) {
+    const int64_t gr = h / per_group;
+    float* S = a.state + h * dp * ds;
+    const float A = -std::exp(a.a_log[h]);
+    for (int64_t t = 0; t < a.n; ++t) {
+      const float dt =
+          std::clamp(softplus(a.dt[t * a.heads + h] + a.dt_bias[h]), a.dt_min, a.dt_max);
+      const float dA = std::exp(dt * A);
+      const float* B = a.b + (t * a.groups + gr) * ds;
+      const float* C = a.c + (t * a.groups + gr) * ds;
+      const float* x = a.x + (t * a.heads + h) * dp;
+      float* out = a.out + (t * a.heads + h) * dp;
+      for (int64_t p = 0; p < dp; ++p) {
+        float* s = S + p * ds;
+        float y = 0;
+        for (int64_t j = 0; j < ds; ++j) {
+          s[j] = s[j] * dA + dt * B[j] * x[p];
+          y += s[j] * C[j];
+        }
+        out[p] = y + x[p] * a.d[h];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int64_t delta_rule_scratch_floats(int64_t k_dim, int64_t v_dim) {
@@ -100,6 +128,11 @@ void gated_delta_rule(const DeltaRuleArgs& a, ThreadPool* pool) {
     for (int64_t c = c0; c < c1; ++c)
       delta_heads(a, a.v_heads * c / chunks, a.v_heads * (c + 1) / chunks, a.scratch + c * stride);
   });
+}
+
+void ssd(const SsdArgs& a, ThreadPool* pool) {
+  if (!pool || a.heads < 2) return ssd_heads(a, 0, a.heads);
+  pool->parallel_for(a.heads, 1, [&](int64_t h0, int64_t h1) { ssd_heads(a, h0, h1); });
 }
 
 }  // namespace lathe::cpu

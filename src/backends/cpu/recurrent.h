@@ -1,8 +1,9 @@
 // Kernels of recurrent layers, which keep a fixed-size state per sequence instead of a KV
-// cache: the depthwise causal convolution (graph Op::CausalConv) and the gated delta rule of
-// Gated DeltaNet linear attention (Op::GatedDeltaRule), as transformers' torch paths compute
-// them. Each call runs one sequence's rows and carries its state forward, so a prompt run
-// whole and the same prompt run token by token give the same numbers.
+// cache: the depthwise causal convolution (graph Op::CausalConv), the gated delta rule of
+// Gated DeltaNet linear attention (Op::GatedDeltaRule) and Mamba2's selective state space
+// recurrence (Op::Ssd), as transformers' torch paths compute them. Each call runs one sequence's
+// rows and carries its state forward, so a prompt run whole and the same prompt run token by token
+// give the same numbers.
 #pragma once
 
 #include <cstdint>
@@ -37,5 +38,25 @@ int64_t delta_rule_scratch_floats(int64_t k_dim, int64_t v_dim);
 // torch_recurrent_gated_delta_rule's order of operations, exactly; on the pool over heads when
 // given one (each head's arithmetic is the same either way).
 void gated_delta_rule(const DeltaRuleArgs& a, ThreadPool* pool);
+
+struct SsdArgs {
+  const float* x;        // [n, heads, head_dim] (after the convolution)
+  const float* dt;       // [n, heads]: the time step's projection
+  const float* a_log;    // [heads]: A = -exp(A_log)
+  const float* dt_bias;  // [heads]
+  const float *b, *c;    // [n, groups, d_state]
+  const float* d;        // [heads]: the skip
+  float dt_min, dt_max;
+  int64_t n, heads, head_dim, groups, d_state;
+  float* state;  // [heads, head_dim, d_state]
+  float* out;    // [n, heads, head_dim]
+};
+// Per token t and head h (reading B and C of group h / (heads / groups)), with
+// dt = clamp(softplus(dt + dt_bias), dt_min, dt_max):
+//   S[p, s] = exp(dt A) S[p, s] + (dt B[s]) x[p];  out[p] = sum_s S[p, s] C[s] + D x[p]
+// mamba2_selective_state_update's order of operations (transformers' Mamba2 decode step);
+// its prompt path, mamba2_chunk_scan, computes the same recurrence in chunks. On the pool
+// over heads when given one (each head's arithmetic is the same either way).
+void ssd(const SsdArgs& a, ThreadPool* pool);
 
 }  // namespace lathe::cpu
