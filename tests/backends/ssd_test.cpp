@@ -66,9 +66,10 @@ TEST(Ssd, MatchesTransformersChunkedAndRecurrentPaths) {
   int cases = 0, recurrent = 0;
   for (const Json& c : goldens().at("ssd")) {
     const SsdRun got = run_ssd(c, 0, nullptr);
-    // The chunked path rounds differently (cumulative decays, segment sums); lathe's order of
-    // operations is the recurrent path's.
-    for (auto [path, tol] : {std::pair{"chunk", 1e-5}, {"recurrent", 1e-6}}) {
+    // The chunked path rounds differently (cumulative decays, segment sums): up to 2.2e-7 of
+    // the outputs' scale observed; lathe's order of operations is the recurrent path's (up to
+    // 6.2e-8: torch's bmm sums over the state in another order).
+    for (auto [path, tol] : {std::pair{"chunk", 1e-6}, {"recurrent", 5e-7}}) {
       if (!c.contains(path)) continue;
       recurrent += std::string(path) == "recurrent";
       EXPECT_LT(relative_error(got.out, floats(c[path]["out"])), tol)
