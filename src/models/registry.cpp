@@ -52,6 +52,7 @@ std::unique_ptr<Model> load_olmo3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_cohere2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_ministral3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gpt_oss(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_mamba2(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -159,6 +160,9 @@ const std::vector<ArchitectureEntry>& architectures() {
        "attention sinks, q/k/v/o biases, sliding/full layer_types, yarn; biased router (softmax "
        "over the top-k), expert biases, clamped SwiGLU on interleaved gate/up columns; MXFP4 "
        "experts dequantized at load"},
+      {"Mamba2ForCausalLM", "mamba2", load_mamba2,
+       "Mamba2 SSM layers: causal conv over xBC, the selective scan (Ssd op) with its state, "
+       "gated RMSNorm per group; backbone.* names, tie_word_embeddings"},
   };
   return table;
 }
@@ -180,7 +184,6 @@ const std::vector<PlannedArchitecture>& planned_architectures() {
        "(also the text model of Gemma4ForConditionalGeneration)"},
       {"Gemma3nForCausalLM",
        "per-layer embeddings, AltUp and Laurel blocks, KV sharing, activation sparsity"},
-      {"Mamba2ForCausalLM", "Mamba2 SSM layers: a chunked selective-scan op with its state"},
       {"GraniteMoeHybridForCausalLM", "Mamba2 layers among attention layers, experts"},
       {"FalconH1ForCausalLM", "parallel Mamba2 and attention in each layer, muP multipliers"},
       {"NemotronHForCausalLM", "Mamba2, attention and MLP layers by hybrid_override_pattern"},

@@ -102,17 +102,16 @@ TEST_P(DecodeAllocations, NoneAfterWarmUp) {
   EXPECT_EQ(cache.length, 13);
 }
 
-INSTANTIATE_TEST_SUITE_P(Engine, DecodeAllocations,
-                         ::testing::Combine(::testing::Values("llama_tied_gqa", "mistral_window",
-                                                              "qwen3_untied_headdim_yarn",
-                                                              "qwen3_5_dense_interval3_tied",
-                                                              "qwen3_next_moe_hybrid",
-                                                              "deepseek_v3_mla_lora_groups"),
-                                            ::testing::Bool()),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) +
-                                  (std::get<1>(info.param) ? "_reference" : "_fast");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Engine, DecodeAllocations,
+    ::testing::Combine(::testing::Values("llama_tied_gqa", "mistral_window",
+                                         "qwen3_untied_headdim_yarn",
+                                         "qwen3_5_dense_interval3_tied", "qwen3_next_moe_hybrid",
+                                         "deepseek_v3_mla_lora_groups", "mamba2_groups"),
+                       ::testing::Bool()),
+    [](const auto& info) {
+      return std::get<0>(info.param) + (std::get<1>(info.param) ? "_reference" : "_fast");
+    });
 
 }  // namespace
 }  // namespace lathe

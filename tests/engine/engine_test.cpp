@@ -86,6 +86,7 @@ const std::vector<std::string> kFixtures = {
     "cohere2_tied_sliding_pattern",
     "ministral3_untied_yarn_llama4_scale",  // queries scaled by position: batched segments
     "gpt_oss_sliding_yarn_defaults",        // attention sinks, sliding rings, biased experts
+    "mamba2_groups",                        // recurrent (SSM) layers only
 };
 
 class EngineFixture : public ::testing::TestWithParam<std::string> {
@@ -262,7 +263,7 @@ TEST_P(RecurrentFixture, StateDoesNotGrowWithTheSequence) {
 
 INSTANTIATE_TEST_SUITE_P(Engine, RecurrentFixture,
                          ::testing::Values("qwen3_next_moe_hybrid", "qwen3_5_dense_interval3_tied",
-                                           "qwen3_5_moe_hybrid"),
+                                           "qwen3_5_moe_hybrid", "mamba2_groups", "mamba2_tied"),
                          [](const auto& info) { return info.param; });
 
 TEST(Engine, SlidingWindowStateIsSizedByTheWindow) {

@@ -294,5 +294,32 @@ TEST(ConfigErrors, Ministral3) {
       "field \"sliding_window\" is 0");
 }
 
+// Mamba2Config.validate_architecture, heads shared by groups, the dt clamp's bounds.
+TEST(ConfigErrors, Mamba2) {
+  expect_error(
+      "mamba2_groups", [](Json& c) { c["expand"] = 3; },
+      "hidden_size * expand (108) must equal num_heads * head_dim (72)");
+  expect_error(
+      "mamba2_groups", [](Json& c) { c["n_groups"] = 4; },
+      "num_heads 6 is not a multiple of n_groups 4");
+  expect_error(
+      "mamba2_tied",
+      [](Json& c) {
+        c["time_step_limit"] = {0.5, 0.1};
+      },
+      "field \"time_step_limit\" is [0.5,0.1]");
+  expect_error(
+      "mamba2_tied", [](Json& c) { c["time_step_limit"] = {0.1}; },
+      "field \"time_step_limit\" must be [min, max]");
+  expect_error(
+      "mamba2_tied", [](Json& c) { c["hidden_act"] = "quick_gelu"; },
+      "field \"hidden_act\" is \"quick_gelu\"");
+  expect_error(
+      "mamba2_groups", [](Json& c) { c["conv_kernel"] = 0; }, "conv_kernel");
+  // A finite limit (or a null upper bound: none) loads.
+  EXPECT_EQ(load_error("mamba2_tied", [](Json& c) { c["time_step_limit"] = {0.0, 10.0}; }), "");
+  EXPECT_EQ(load_error("mamba2_tied", [](Json& c) { c["time_step_limit"] = {0.0, nullptr}; }), "");
+}
+
 }  // namespace
 }  // namespace lathe

@@ -131,6 +131,9 @@ def greedy(hf_config, state: dict, prompt: list[int], eos: set[int]):
 
 
 CLASS = transformers.AutoModelForCausalLM  # model_class() of the spec being built
+# Architectures whose hidden states leave out the embedding: Mamba2Model's are each layer's
+# output (the last layer's too, not overwritten) and then the final norm's.
+NO_EMBED_STATE = {"Mamba2ForCausalLM"}
 
 
 def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
@@ -223,6 +226,8 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         state_names = (["embed"] + [f"layer.{i}.out" for i in range(len(states) - 1)]
                        if narrow_last else
                        ["embed"] + [f"layer.{i}.out" for i in range(len(states) - 2)] + ["final_norm"])
+        if config["architectures"][0] in NO_EMBED_STATE:
+            state_names = [f"layer.{i}.out" for i in range(len(states) - 1)] + ["final_norm"]
         # Each layer's attention and MLP module outputs, before the layer's own output.
         state_names, states = module_outputs.ordered_states(state_names, states, inside)
         hidden = torch.stack(states).float().numpy()
