@@ -13,7 +13,7 @@ listed in SKIP: Bloom's attention and MLP modules add the residual themselves.
 """
 import contextlib
 
-ATTENTION = ("self_attn", "attn", "attention", "self_attention", "linear_attn")
+ATTENTION = ("self_attn", "attn", "attention", "self_attention", "linear_attn", "mixer")
 MLP = ("mlp", "block_sparse_moe")
 SKIP = {"BloomForCausalLM"}
 
