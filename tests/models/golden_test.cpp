@@ -74,20 +74,44 @@ TEST_P(Golden, EagerMatchesTransformers) {
   expect_f32_match(run({}, DType::F32, false, true));
 }
 
+// How far transformers' own logits move when the fixture's weights are rounded to bf16: the
+// NMSE of its rounded-weight logits against its f32 ones, and how often their argmax agrees.
+// The hybrid linear-attention fixtures are the sensitive ones (qwen3_5_dense_interval3_tied:
+// 5.5e-3, 21 of 24 tokens; the dense attention fixtures 2e-5 .. 3.2e-4).
+struct Drift {
+  double nmse = 0, top1 = 1;
+};
+Drift reference_bf16_drift(const std::string& fixture) {
+  const SafetensorsFile f =
+      SafetensorsFile::open(fs::path(testing::fixture_dir(fixture)) / "goldens.safetensors");
+  const Tensor rounded = f.tensor("logits_bf16"), exact = f.tensor("logits");
+  const int64_t rows = exact.dim(0), vocab = exact.dim(1);
+  int64_t agree = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *a = rounded.data<float>() + r * vocab, *b = exact.data<float>() + r * vocab;
+    agree += std::max_element(a, a + vocab) - a == std::max_element(b, b + vocab) - b;
+  }
+  return {nmse({rounded.data<float>(), static_cast<size_t>(rounded.numel())},
+               {exact.data<float>(), static_cast<size_t>(exact.numel())}),
+          static_cast<double>(agree) / static_cast<double>(rows)};
+}
+
 // A bf16 or f16 checkpoint against transformers on the same rounded weights, computed in f32
 // as lathe computes them: f32 tolerances, the same tokens and (MoE) the same experts. The
 // opt-in avx512bf16 level rounds activations to bf16 as well for bf16 weights (as llama.cpp's
 // and torch's bf16 paths do), which is not that computation: there bf16 is held to the
 // rounding drift (measured NMSE 8.5e-6 .. 1.4e-4 on the dense fixtures), and mixtures of
-// experts, whose near-tied routes flip, only to top-1 agreement.
+// experts, whose near-tied routes flip, only to top-1 agreement. A fixture that bf16 rounding
+// moves further in transformers itself is held to twice that drift and to its agreement.
 void expect_rounded_match(const GoldenCheck& r) {
   ASSERT_TRUE(r.rounded) << r.name << ": goldens without rounded-weight logits";
   const GoldenCheck::Rounded& q = *r.rounded;
   if (q.storage == "bf16" && cpu::active_isa() == cpu::Isa::Avx512Bf16) {
+    const Drift d = reference_bf16_drift(r.name);
     if (r.route_choices == 0) {
-      EXPECT_LE(q.logits.nmse, kBf16Nmse) << r.name;
+      EXPECT_LE(q.logits.nmse, std::max(kBf16Nmse, 2 * d.nmse)) << r.name;
     }
-    EXPECT_GE(q.logits.top1_agreement, 0.9) << r.name;
+    EXPECT_GE(q.logits.top1_agreement, std::min(0.9, d.top1)) << r.name;
     return;
   }
   EXPECT_LE(q.logits.nmse, kF32Nmse) << r.name << " max abs error " << q.logits.max_abs_error;
@@ -123,25 +147,15 @@ TEST_P(Golden, ShardedCheckpointMatchesTransformers) {
   EXPECT_TRUE(fs::exists(dir.path() / "model.safetensors.index.json"));
 }
 
-// How far transformers' own logits move when the fixture's weights are rounded to bf16.
-double reference_bf16_drift(const std::string& fixture) {
-  const SafetensorsFile f =
-      SafetensorsFile::open(fs::path(testing::fixture_dir(fixture)) / "goldens.safetensors");
-  const Tensor rounded = f.tensor("logits_bf16"), exact = f.tensor("logits");
-  return nmse({rounded.data<float>(), static_cast<size_t>(rounded.numel())},
-              {exact.data<float>(), static_cast<size_t>(exact.numel())});
-}
-
 TEST_P(Golden, Bf16MatchesTransformersOnRoundedWeights) {
   const GoldenCheck r = run({.dtype = DType::BF16}, std::nullopt, false);
   expect_rounded_match(r);
   // Against f32 transformers: the rounding drift the lab's bf16 tolerance allows, where no
   // router near-tie flips an expert (a flipped expert moves logits by more: measured on the
   // MoE fixtures, docs/testing.md). A fixture whose random weights make transformers itself
-  // drift further (the hybrid linear-attention ones: 5.5e-3 on qwen3_5_dense_interval3_tied,
-  // from the convolution's and projections' rounding) is held to twice that drift.
+  // drift further (reference_bf16_drift) is held to twice that drift.
   if (r.route_choices == 0) {
-    EXPECT_LE(r.logits.nmse, std::max(kBf16Nmse, 2 * reference_bf16_drift(r.name))) << r.name;
+    EXPECT_LE(r.logits.nmse, std::max(kBf16Nmse, 2 * reference_bf16_drift(r.name).nmse)) << r.name;
   }
 }
 
