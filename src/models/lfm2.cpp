@@ -179,9 +179,9 @@ Lfm2Config read_lfm2_config(const Checkpoint& ckpt, const JsonFields& f,
   c.layer_conv = std::move(layer_conv);
   c.conv_kernel = f.get_or<int64_t>("conv_L_cache", 3);
   c.conv_bias = f.get_or<bool>("conv_bias", false);
-  if (c.conv_kernel < 2 || c.conv_kernel > 65)
+  if (c.conv_kernel < 1 || c.conv_kernel > 65)
     fail(f.origin(), ": field \"conv_L_cache\" is ", c.conv_kernel,
-         "; lathe implements convolutions of 2 to 65 taps");
+         "; lathe implements convolutions of 1 to 65 taps");
   return c;
 }
 

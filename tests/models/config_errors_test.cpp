@@ -160,8 +160,8 @@ TEST(ConfigErrors, Lfm2) {
       "lfm2_untied_bias_full_attn_idxs", [](Json& c) { c["full_attn_idxs"] = 2; },
       "field \"full_attn_idxs\" must be a list");
   expect_error(
-      "lfm2_untied_bias_full_attn_idxs", [](Json& c) { c["conv_L_cache"] = 1; },
-      "field \"conv_L_cache\" is 1; lathe implements convolutions of 2 to 65 taps");
+      "lfm2_untied_bias_full_attn_idxs", [](Json& c) { c["conv_L_cache"] = 0; },
+      "field \"conv_L_cache\" is 0; lathe implements convolutions of 1 to 65 taps");
   expect_error(
       "lfm2_tied_conv_attn", [](Json& c) { c["block_multiple_of"] = 0; },
       "field \"block_multiple_of\" is 0");
