@@ -46,6 +46,7 @@ std::unique_ptr<Model> load_deepseek_v2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_glm4_moe_lite(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_ernie4_5_moe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_qwen3_next(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_lfm2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_qwen3_5(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_qwen3_5_moe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_olmo3(const Checkpoint&, const ModelOptions&);
@@ -163,6 +164,9 @@ const std::vector<ArchitectureEntry>& architectures() {
       {"Mamba2ForCausalLM", "mamba2", load_mamba2,
        "Mamba2 SSM layers: causal conv over xBC, the selective scan (Ssd op) with its state, "
        "gated RMSNorm per group; backbone.* names, tie_word_embeddings"},
+      {"Lfm2ForCausalLM", "lfm2", load_lfm2,
+       "hybrid: short gated convolution layers (B * x, causal conv state, C * out) beside "
+       "attention with per-head q/k norms; SwiGLU sized by block_auto_adjust_ff_dim"},
   };
   return table;
 }
@@ -177,8 +181,6 @@ const std::vector<PlannedArchitecture>& planned_architectures() {
       {"Lfm2MoeForCausalLM",
        "LFM2's short gated convolution layers (B * x, CausalConv, C * out) beside attention, "
        "with a sigmoid router with expert bias"},
-      {"Lfm2ForCausalLM",
-       "short gated convolution layers (B * x, CausalConv, C * out) beside attention layers"},
       {"Gemma4ForCausalLM",
        "per-layer embeddings, KV shared across layers, other head sizes for global layers "
        "(also the text model of Gemma4ForConditionalGeneration)"},

@@ -87,6 +87,7 @@ const std::vector<std::string> kFixtures = {
     "ministral3_untied_yarn_llama4_scale",  // queries scaled by position: batched segments
     "gpt_oss_sliding_yarn_defaults",        // attention sinks, sliding rings, biased experts
     "mamba2_groups",                        // recurrent (SSM) layers only
+    "lfm2_untied_bias_full_attn_idxs",      // short convolutions (state) beside attention
 };
 
 class EngineFixture : public ::testing::TestWithParam<std::string> {
@@ -263,7 +264,8 @@ TEST_P(RecurrentFixture, StateDoesNotGrowWithTheSequence) {
 
 INSTANTIATE_TEST_SUITE_P(Engine, RecurrentFixture,
                          ::testing::Values("qwen3_next_moe_hybrid", "qwen3_5_dense_interval3_tied",
-                                           "qwen3_5_moe_hybrid", "mamba2_groups", "mamba2_tied"),
+                                           "qwen3_5_moe_hybrid", "mamba2_groups", "mamba2_tied",
+                                           "lfm2_tied_conv_attn"),
                          [](const auto& info) { return info.param; });
 
 TEST(Engine, SlidingWindowStateIsSizedByTheWindow) {

@@ -144,6 +144,49 @@ TEST(ConfigErrors, GptOss) {
       "field \"quantization_config\" has quant_method \"bitsandbytes\"");
 }
 
+// Lfm2Config: layer types other than conv and full_attention, and convolution sizes lathe
+// does not keep, are errors; block_ff_dim and tie_embedding override the fields they alias.
+TEST(ConfigErrors, Lfm2) {
+  expect_error(
+      "lfm2_tied_conv_attn",
+      [](Json& c) {
+        c["layer_types"] = {"conv", "full_attention"};
+      },
+      "field \"layer_types\" must list 4 layer types");
+  expect_error(
+      "lfm2_tied_conv_attn", [](Json& c) { c["layer_types"][2] = "sliding_attention"; },
+      "layer_types[2] is \"sliding_attention\"; lathe implements conv and full_attention");
+  expect_error(
+      "lfm2_untied_bias_full_attn_idxs", [](Json& c) { c["full_attn_idxs"] = 2; },
+      "field \"full_attn_idxs\" must be a list");
+  expect_error(
+      "lfm2_untied_bias_full_attn_idxs", [](Json& c) { c["conv_L_cache"] = 0; },
+      "field \"conv_L_cache\" is 0; lathe implements convolutions of 1 to 65 taps");
+  expect_error(
+      "lfm2_tied_conv_attn", [](Json& c) { c["block_multiple_of"] = 0; },
+      "field \"block_multiple_of\" is 0");
+  // full_attn_idxs picks the attention layers: another choice asks for other tensors.
+  EXPECT_NE(
+      load_error("lfm2_untied_bias_full_attn_idxs", [](Json& c) { c["full_attn_idxs"] = {0}; }),
+      "");
+  // block_ff_dim replaces intermediate_size (Lfm2Config.__post_init__) before Lfm2MLP's
+  // adjustment: int(2 * 120 / 3) = 80, times 1.5, up to a multiple of 16: 128.
+  EXPECT_EQ(load_error("lfm2_tied_conv_attn",
+                       [](Json& c) {
+                         c["intermediate_size"] = 7;
+                         c["block_ff_dim"] = 120;
+                       }),
+            "");
+  EXPECT_NE(load_error("lfm2_tied_conv_attn", [](Json& c) { c["block_ff_dim"] = 240; }), "");
+  // A null multiplier skips the multiple and the rounding: 80 columns, not the checkpoint's.
+  EXPECT_NE(
+      load_error("lfm2_tied_conv_attn", [](Json& c) { c["block_ffn_dim_multiplier"] = nullptr; }),
+      "");
+  // tie_embedding false asks for the lm_head.weight the tied checkpoint lacks.
+  expect_error(
+      "lfm2_tied_conv_attn", [](Json& c) { c["tie_embedding"] = false; }, "lm_head.weight");
+}
+
 TEST(ConfigErrors, CrossAttention) {
   for (const char* fixture : {"gpt2_tied", "gpt_bigcode_mqa_tied"})
     expect_error(
