@@ -52,6 +52,7 @@ std::unique_ptr<Model> load_olmo3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_cohere2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_ministral3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gpt_oss(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gemma4(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -159,6 +160,10 @@ const std::vector<ArchitectureEntry>& architectures() {
        "attention sinks, q/k/v/o biases, sliding/full layer_types, yarn; biased router (softmax "
        "over the top-k), expert biases, clamped SwiGLU on interleaved gate/up columns; MXFP4 "
        "experts dequantized at load"},
+      {"Gemma4ForCausalLM", "gemma4_text", load_gemma4,
+       "sandwich norms, sliding/full layers with their own head size and kv heads, values = "
+       "keys on full layers, proportional rotary, per-layer embeddings, KV shared across "
+       "layers; not yet the MoE block (enable_moe_block)"},
   };
   return table;
 }
@@ -175,9 +180,7 @@ const std::vector<PlannedArchitecture>& planned_architectures() {
        "with a sigmoid router with expert bias"},
       {"Lfm2ForCausalLM",
        "short gated convolution layers (B * x, CausalConv, C * out) beside attention layers"},
-      {"Gemma4ForCausalLM",
-       "per-layer embeddings, KV shared across layers, other head sizes for global layers "
-       "(also the text model of Gemma4ForConditionalGeneration)"},
+      {"Gemma4ForConditionalGeneration", "the text model of the multimodal checkpoint"},
       {"Gemma3nForCausalLM",
        "per-layer embeddings, AltUp and Laurel blocks, KV sharing, activation sparsity"},
       {"Mamba2ForCausalLM", "Mamba2 SSM layers: a chunked selective-scan op with its state"},

@@ -86,6 +86,7 @@ const std::vector<std::string> kFixtures = {
     "cohere2_tied_sliding_pattern",
     "ministral3_untied_yarn_llama4_scale",  // queries scaled by position: batched segments
     "gpt_oss_sliding_yarn_defaults",        // attention sinks, sliding rings, biased experts
+    "gemma4_text_kv_shared",                // layers attending over another layer's cache
 };
 
 class EngineFixture : public ::testing::TestWithParam<std::string> {
