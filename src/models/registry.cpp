@@ -164,6 +164,9 @@ const std::vector<ArchitectureEntry>& architectures() {
        "sandwich norms, sliding/full layers with their own head size and kv heads, values = "
        "keys on full layers, proportional rotary, per-layer embeddings, KV shared across "
        "layers; not yet the MoE block (enable_moe_block)"},
+      {"Gemma4ForConditionalGeneration", "gemma4", load_gemma4,
+       "the text model of the multimodal checkpoint (text_config, model.language_model.); "
+       "the vision and audio towers are not loaded"},
   };
   return table;
 }
@@ -180,7 +183,6 @@ const std::vector<PlannedArchitecture>& planned_architectures() {
        "with a sigmoid router with expert bias"},
       {"Lfm2ForCausalLM",
        "short gated convolution layers (B * x, CausalConv, C * out) beside attention layers"},
-      {"Gemma4ForConditionalGeneration", "the text model of the multimodal checkpoint"},
       {"Gemma3nForCausalLM",
        "per-layer embeddings, AltUp and Laurel blocks, KV sharing, activation sparsity"},
       {"Mamba2ForCausalLM", "Mamba2 SSM layers: a chunked selective-scan op with its state"},
