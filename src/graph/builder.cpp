@@ -205,6 +205,20 @@ Value Builder::rope(Value x, Value tables, RopeLayout layout) {
 Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Value slopes,
                          Value sinks) {
   expect_f32(q, "attention", "q");
+  if (p.kv_read_only) {
+    const Shape& qs = shape(q);
+    if (k.valid() || v.valid() || p.value_dim > 0 || p.bias != PositionBias::None ||
+        slopes.valid() || sinks.valid() || qs.size() != 3)
+      fail("internal: attention: a read-only cache layer with q ", shape_str(qs),
+           " takes no k, v, value_dim, position bias or sinks");
+    Node n{.op = Op::Attention, .inputs = {q, k, v, slopes, sinks}, .shape = qs};
+    n.params.kv_read_only = true;
+    n.params.layer = p.layer;
+    n.params.window = p.window;
+    n.params.scale = p.scale;
+    n.params.softcap = p.softcap;
+    return add_node(std::move(n));
+  }
   expect_f32(k, "attention", "k");
   const Shape &qs = shape(q), &ks = shape(k);
   if (qs.size() != 3 || ks.size() != 3 || qs[0] != ks[0] || qs[2] != ks[2] || ks[1] <= 0 ||

@@ -72,6 +72,10 @@ class Builder {
     // > 0: no v; the values are the first value_dim dims of each key, and the cache holds keys
     // only (MLA's latent: keys [latent | rotary key], values the latent).
     int64_t value_dim = 0;
+    // No k and v: the keys and values are those cache layer `layer` holds, written by an
+    // earlier node of the step, and nothing is appended (Gemma4's KV-shared layers). Values
+    // are then head_dim wide.
+    bool kv_read_only = false;
   };
   // q and k [n, (kv_)heads, head_dim], v [n, kv_heads, v_dim] -> [n, heads, v_dim]. With a
   // position bias, `slopes` is a Weight of `heads` F32 values. `sinks` (may be invalid): `heads`

@@ -116,6 +116,8 @@ struct Params {
   int64_t value_dim = 0;   // Attention: > 0 when the values are the keys' first value_dim
   int64_t id_offset = 0;   // Embedding: added to every id (OPT's learned positions)
   int64_t input_slot = 0;  // Input: which step input (InputSlot)
+  // Attention: no k and v; reads cache layer `layer` and appends nothing (KV-shared layers).
+  bool kv_read_only = false;
   // Route (scale: routed scaling factor, eps: added to the sum that norm_topk divides by).
   Routing routing = Routing::SoftmaxTopK;
   bool norm_topk = false;

@@ -54,6 +54,7 @@ std::unique_ptr<Model> load_cohere2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_ministral3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gpt_oss(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_mamba2(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gemma4(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -167,6 +168,13 @@ const std::vector<ArchitectureEntry>& architectures() {
       {"Lfm2ForCausalLM", "lfm2", load_lfm2,
        "hybrid: short gated convolution layers (B * x, causal conv state, C * out) beside "
        "attention with per-head q/k norms; SwiGLU sized by block_auto_adjust_ff_dim"},
+      {"Gemma4ForCausalLM", "gemma4_text", load_gemma4,
+       "sandwich norms, sliding/full layers with their own head size and kv heads, values = "
+       "keys on full layers, proportional rotary, per-layer embeddings, KV shared across "
+       "layers; not yet the MoE block (enable_moe_block)"},
+      {"Gemma4ForConditionalGeneration", "gemma4", load_gemma4,
+       "the text model of the multimodal checkpoint (text_config, model.language_model.); "
+       "the vision and audio towers are not loaded"},
   };
   return table;
 }
@@ -181,9 +189,6 @@ const std::vector<PlannedArchitecture>& planned_architectures() {
       {"Lfm2MoeForCausalLM",
        "LFM2's short gated convolution layers (B * x, CausalConv, C * out) beside attention, "
        "with a sigmoid router with expert bias"},
-      {"Gemma4ForCausalLM",
-       "per-layer embeddings, KV shared across layers, other head sizes for global layers "
-       "(also the text model of Gemma4ForConditionalGeneration)"},
       {"Gemma3nForCausalLM",
        "per-layer embeddings, AltUp and Laurel blocks, KV sharing, activation sparsity"},
       {"GraniteMoeHybridForCausalLM", "Mamba2 layers among attention layers, experts"},

@@ -78,13 +78,22 @@ RopeConfig read_rope_config(const JsonFields& cfg, int64_t head_dim,
   r.theta = p.get_or<double>("rope_theta", cfg.get_or<double>("rope_theta", default_theta));
   const double partial = p.get_or<double>(
       "partial_rotary_factor", cfg.get_or<double>("partial_rotary_factor", default_partial));
-  r.rot_dim = static_cast<int64_t>(static_cast<double>(head_dim) * partial);
+  const std::string type = p.has("rope_type") ? p.get<std::string>("rope_type")
+                                              : p.get_or<std::string>("type", "default");
+  // _compute_proportional_rope_parameters: int(partial_rotary_factor * head_dim // 2) pairs
+  // rotate, over the whole head (rotate_half of head_dim), and the others get frequency 0.
+  if (type == "proportional") {
+    if (partial < 0 || partial > 1)
+      fail(p.origin(), ": field \"partial_rotary_factor\" is ", partial, ", must be in [0, 1]");
+    r.rotated_pairs = static_cast<int64_t>(std::floor(partial * static_cast<double>(head_dim) / 2));
+  }
+  r.rot_dim = type == "proportional"
+                  ? head_dim
+                  : static_cast<int64_t>(static_cast<double>(head_dim) * partial);
   if (r.rot_dim <= 0 || r.rot_dim > head_dim || r.rot_dim % 2 != 0)
     fail(cfg.origin(), ": partial_rotary_factor ", partial, " gives ", r.rot_dim,
          " rotary dims of head_dim ", head_dim, " (need an even count)");
 
-  const std::string type = p.has("rope_type") ? p.get<std::string>("rope_type")
-                                              : p.get_or<std::string>("type", "default");
   if (type == "default")
     r.kind = RopeKind::Default;
   else if (type == "linear")
@@ -97,10 +106,12 @@ RopeConfig read_rope_config(const JsonFields& cfg, int64_t head_dim,
     r.kind = RopeKind::Llama3;
   else if (type == "longrope")
     r.kind = RopeKind::LongRope;
+  else if (type == "proportional")
+    r.kind = RopeKind::Proportional;
   else
     fail(p.origin(), ": field \"rope_type\" is \"", type,
          "\", which lathe does not implement (supported: default, linear, dynamic, yarn, "
-         "llama3, longrope)");
+         "llama3, longrope, proportional)");
 
   // Scaled kinds record the pre-training length (Phi-3 keeps it at the top level).
   r.original_max_position_embeddings =
@@ -140,6 +151,9 @@ RopeConfig read_rope_config(const JsonFields& cfg, int64_t head_dim,
                                  : static_cast<double>(max_position_embeddings) /
                                        static_cast<double>(r.original_max_position_embeddings);
       r.attention_factor = p.get_optional<double>("attention_factor");
+      break;
+    case RopeKind::Proportional:
+      r.factor = p.get_or<double>("factor", 1.0);
       break;
   }
   return r;
@@ -236,6 +250,16 @@ std::vector<float> Rope::inv_freq(int64_t seq_len, float* attention_factor) cons
       for (size_t i = 0; i < f.size(); ++i) f[i] = 1.0f / (static_cast<float>(ext[i]) * f[i]);
       return f;
     }
+    case RopeKind::Proportional: {
+      // 1 / theta^(2i / head_dim) for i < rotated_pairs, then zeros; all divided by factor.
+      std::vector<float> f(static_cast<size_t>(dim / 2), 0.0f);
+      for (int64_t i = 0; i < c.rotated_pairs; ++i) {
+        const float e = static_cast<float>(2 * i) / static_cast<float>(c.head_dim);
+        f[i] = 1.0f / std::pow(static_cast<float>(c.theta), e);
+      }
+      for (float& x : f) x /= static_cast<float>(c.factor);
+      return f;
+    }
   }
   return {};
 }
@@ -275,7 +299,7 @@ uint64_t Rope::hash() const {
                    c.mscale_all_dim.value_or(-1), c.llama_4_scaling_beta})
     add(v);
   for (int64_t v : {c.head_dim, c.rot_dim, c.max_position_embeddings,
-                    c.original_max_position_embeddings, c.llama_4_scaling_length})
+                    c.original_max_position_embeddings, c.llama_4_scaling_length, c.rotated_pairs})
     add(v);
   add(c.truncate);
   for (const auto* list : {&c.long_factor, &c.short_factor}) {

@@ -12,7 +12,7 @@
 
 namespace lathe {
 
-enum class RopeKind { Default, Linear, Dynamic, Yarn, Llama3, LongRope };
+enum class RopeKind { Default, Linear, Dynamic, Yarn, Llama3, LongRope, Proportional };
 
 struct RopeConfig {
   RopeKind kind = RopeKind::Default;
@@ -31,6 +31,9 @@ struct RopeConfig {
   double low_freq_factor = 1, high_freq_factor = 4;
   // longrope
   std::vector<double> long_factor, short_factor;
+  // proportional (Gemma4): the first rotated_pairs of the head_dim / 2 frequencies are
+  // theta^(-2i / head_dim), the rest 0 (those dims pass through); rot_dim is head_dim.
+  int64_t rotated_pairs = 0;
   // Ministral3's llama_4_scaling_beta (get_llama_4_attn_scale): cos and sin also times
   // 1 + beta * log(1 + floor(pos / llama_4_scaling_length)), which scales the queries rotated by
   // them (0: no such scale).

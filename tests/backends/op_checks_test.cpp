@@ -414,6 +414,39 @@ TEST(Attention, RingCacheMatchesFullCache) {
   }
 }
 
+// A read-only attention (Gemma4's KV-shared layers) over the cache layer an earlier node of the
+// step appended to sees exactly the keys and values that node saw, on a full cache and a ring,
+// and appends nothing: the cache after the step is that of the first node alone.
+TEST(Attention, ReadOnlyReadsWhatAnEarlierNodeAppended) {
+  const int64_t heads = 4, kvh = 2, hd = 8;
+  for (int64_t window : {0, 3}) {
+    Attend a{.q = random_tensor({3, heads, hd}, 61),
+             .k = random_tensor({3, kvh, hd}, 62),
+             .v = random_tensor({3, kvh, hd}, 63),
+             .pos0 = 11,
+             .max_seq = 32,
+             .params = {.layer = 0, .window = window, .scale = 0.35f, .softcap = 0, .bias = {}},
+             .ring_window = window};
+    const Tensor q2 = random_tensor({3, heads, hd}, 64);
+    Builder::AttentionParams shared = a.params;
+    shared.kv_read_only = true;
+    auto build = [&](Builder& g) {
+      const graph::Value first = g.attention(g.weight(a.q), g.weight(a.k), g.weight(a.v), a.params);
+      return std::vector{first, g.attention(g.weight(a.q), {}, {}, shared),
+                         g.attention(g.weight(q2), {}, {}, shared)};
+    };
+    for (bool reference : {true, false}) {
+      ThreadPool pool(reference ? 1 : 3);
+      const Outcome both = run(cpu_backend(reference), pool, Mode::Planned, build, a.step());
+      EXPECT_TRUE(same_bits(both.values.at(1), both.values.at(0))) << "window " << window;
+      EXPECT_TRUE(same_caches(both, a.run_on(reference))) << "window " << window;
+      Attend other = a;
+      other.q = q2;
+      EXPECT_TRUE(same_bits(both.values.at(2), other.out(reference))) << "window " << window;
+    }
+  }
+}
+
 // Two sequences in one step (different positions, caches and sizes) give, row for row and
 // cache for cache, exactly what two separate steps give.
 TEST(Attention, TwoSequencesInOneStepMatchSeparateSteps) {

@@ -329,6 +329,9 @@ struct AttentionCase {
   int64_t v_dim = 0;           // values' head size (0: head_dim)
   int64_t values_in_keys = 0;  // > 0: no v, the keys' first values_in_keys dims (MLA)
   float sinks = 0;             // > 0: GptOss sinks per head, uniform in (-sinks, sinks)
+  // No k, v: the cache already holds the step's positions (prefilled to pos0 + count) and
+  // the op only reads it (Gemma4's KV-shared layers).
+  bool read_only = false;
 };
 
 Case attention_case(const AttentionCase& a) {
@@ -360,7 +363,8 @@ Case attention_case(const AttentionCase& a) {
       layer1.window = a.window;
     }
     for (size_t i = 0; i < a.seqs.size(); ++i)
-      caches.push_back(prefilled_cache({full, layer1}, a.seqs[i].max_seq, max_count, a.seqs[i].pos0,
+      caches.push_back(prefilled_cache({full, layer1}, a.seqs[i].max_seq, max_count,
+                                       a.seqs[i].pos0 + (a.read_only ? a.seqs[i].count : 0),
                                        seed + static_cast<uint32_t>(i)));
     return caches;
   };
@@ -383,9 +387,11 @@ Case attention_case(const AttentionCase& a) {
       .scale = a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(a.head_dim)),
       .softcap = a.softcap,
       .bias = a.bias,
-      .value_dim = a.values_in_keys};
+      .value_dim = a.values_in_keys,
+      .kv_read_only = a.read_only};
   return {std::string("attention_") + a.what, Op::Attention, DType::F32,
           [q, k, v, slopes, sinks, p](Builder& g) {
+            if (p.kv_read_only) return std::vector{g.attention(g.weight(q), {}, {}, p)};
             return std::vector{g.attention(g.weight(q), g.weight(k), g.weight(v), p,
                                            g.weight(slopes), g.weight(sinks))};
           },
@@ -548,6 +554,21 @@ void attention_cases(std::vector<Case>& out) {
        .head_dim = 64,
        .seqs = {S{37, 20, 64}},
        .sinks = 30.0f},
+      {.what = "read_only_gqa_two_sequences",
+       .heads = 6,
+       .kv_heads = 2,
+       .head_dim = 12,
+       .seqs = {S{4, 5, 12}, S{1, 9, 16}},
+       .read_only = true},
+      {.what = "read_only_ring_window3",
+       .heads = 4,
+       .kv_heads = 1,
+       .head_dim = 16,
+       .seqs = {S{5, 9, 32}},
+       .window = 3,
+       .ring = true,
+       .scale = 1.0f,
+       .read_only = true},
   };
   for (const AttentionCase& a : cases) out.push_back(attention_case(a));
 }

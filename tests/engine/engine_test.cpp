@@ -88,6 +88,7 @@ const std::vector<std::string> kFixtures = {
     "gpt_oss_sliding_yarn_defaults",        // attention sinks, sliding rings, biased experts
     "mamba2_groups",                        // recurrent (SSM) layers only
     "lfm2_untied_bias_full_attn_idxs",      // short convolutions (state) beside attention
+    "gemma4_text_kv_shared",                // layers attending over another layer's cache
 };
 
 class EngineFixture : public ::testing::TestWithParam<std::string> {
@@ -302,6 +303,28 @@ TEST(Engine, SlidingWindowStateIsSizedByTheWindow) {
   // A full-attention model's cache grows with max_seq.
   auto full = load("llama_tied_gqa");
   EXPECT_EQ(full->model->new_cache(8192).bytes(), 2 * full->model->new_cache(4096).bytes());
+}
+
+// Gemma4's KV-shared layers (the last num_kv_shared_layers) keep nothing: the shared fixture's
+// cache is the unshared text model's (the same layers, num_kv_shared_layers 0) less its last
+// two layers, a sliding one like layer 2 and a full one like layer 1.
+TEST(Engine, Gemma4SharedLayersKeepNoCache) {
+  auto shared = load("gemma4_text_kv_shared");
+  auto own = load("gemma4_multimodal_text");
+  const KVCache s = shared->model->new_cache(4096), o = own->model->new_cache(4096);
+  ASSERT_EQ(s.layers.size(), 5u);
+  ASSERT_EQ(o.layers.size(), 5u);
+  for (size_t i : {3u, 4u}) {
+    EXPECT_FALSE(s.layers[i].k.defined() || s.layers[i].v.defined()) << "layer " << i;
+    EXPECT_TRUE(s.layers[i].states.empty()) << "layer " << i;
+  }
+  EXPECT_EQ(o.layers[3].kind, StateKind::SlidingKV);
+  EXPECT_EQ(o.layers[4].kind, StateKind::FullKV);
+  const uint64_t layer2 = s.layers[2].k.nbytes() + s.layers[2].v.nbytes(),
+                 layer1 = s.layers[1].k.nbytes() + s.layers[1].v.nbytes();
+  EXPECT_GT(layer2, 0u);
+  EXPECT_GT(layer1, layer2) << "the full layer grows with max_seq, the ring does not";
+  EXPECT_EQ(o.bytes(), s.bytes() + layer1 + layer2);
 }
 
 TEST(Engine, GraphHashIsStableAndTellsGraphsApart) {

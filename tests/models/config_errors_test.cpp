@@ -364,5 +364,59 @@ TEST(ConfigErrors, Mamba2) {
   EXPECT_EQ(load_error("mamba2_tied", [](Json& c) { c["time_step_limit"] = {0.0, nullptr}; }), "");
 }
 
+// Gemma4TextConfig fields lathe does not implement are errors naming them; KV sharing needs a
+// producing layer of each shared type.
+TEST(ConfigErrors, Gemma4) {
+  expect_error(
+      "gemma4_text_keqv_tied", [](Json& c) { c["enable_moe_block"] = true; },
+      "field \"enable_moe_block\" is true");
+  expect_error(
+      "gemma4_text_keqv_tied", [](Json& c) { c["use_bidirectional_attention"] = "vision"; },
+      "field \"use_bidirectional_attention\" is \"vision\"");
+  expect_error(
+      "gemma4_text_keqv_tied", [](Json& c) { c["attention_bias"] = true; },
+      "field \"attention_bias\" is true");
+  expect_error(
+      "gemma4_text_keqv_tied", [](Json& c) { c["num_kv_shared_layers"] = 4; },
+      "field \"num_kv_shared_layers\" is 4, must be in [0, 4)");
+  // Layers 2 and 3 share; no sliding layer stays before them to store what layer 2 reads.
+  expect_error(
+      "gemma4_text_keqv_tied",
+      [](Json& c) {
+        c["layer_types"] = {"full_attention", "full_attention", "sliding_attention",
+                            "full_attention"};
+        c["num_kv_shared_layers"] = 2;
+      },
+      "layer 2 shares the keys and values of an earlier sliding_attention layer, and there is "
+      "none");
+  expect_error(
+      "gemma4_text_ple_untied_softcap",
+      [](Json& c) { c["per_layer_config"]["1"]["intermediate_size"] = 96; },
+      "field \"intermediate_size\" is overridden per layer");
+  expect_error(
+      "gemma4_text_ple_untied_softcap",
+      [](Json& c) { c["per_layer_config"]["1"]["head_dim"] = 24; },
+      "the full_attention layers differ in head_dim");
+  expect_error(
+      "gemma4_text_keqv_tied",
+      [](Json& c) {
+        c["rope_parameters"] = {
+            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
+      },
+      "field \"rope_parameters\" has no object for full_attention layers");
+  expect_error(
+      "gemma4_text_keqv_tied",
+      [](Json& c) {
+        c["rope_parameters"] = {
+            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}},
+            {"full_attention",
+             {{"rope_type", "linear"},
+              {"factor", 2.0},
+              {"partial_rotary_factor", 0.5},
+              {"rope_theta", 1e4}}}};
+      },
+      "rotates the whole head");
+}
+
 }  // namespace
 }  // namespace lathe

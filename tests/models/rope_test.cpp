@@ -37,6 +37,37 @@ TEST(Rope, DefaultFrequencies) {
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(f[i], std::pow(10000.0, -2.0 * i / 8), 1e-7);
 }
 
+// Gemma4's proportional rotary: int(partial * head_dim // 2) frequencies theta^(-2i / head_dim)
+// (the exponent over the whole head, not the rotated part), the rest 0, all over factor; the
+// tables cover the whole head, so the dims with frequency 0 pass through (cos 1, sin 0).
+TEST(Rope, ProportionalRotatesTheFirstPairsOfTheWholeHead) {
+  const RopeConfig c = read(
+      R"({"rope_parameters": {"rope_type": "proportional", "partial_rotary_factor": 0.3,
+                              "rope_theta": 100.0, "factor": 2.0}})",
+      20);
+  EXPECT_EQ(c.kind, RopeKind::Proportional);
+  EXPECT_EQ(c.rot_dim, 20);
+  EXPECT_EQ(c.rotated_pairs, 3);  // 0.3 * 20 // 2
+  float scale = 0;
+  const auto f = Rope(c).inv_freq(1, &scale);
+  ASSERT_EQ(f.size(), 10u);
+  EXPECT_EQ(scale, 1.0f);
+  for (int i = 0; i < 10; ++i)
+    EXPECT_NEAR(f[i], i < 3 ? std::pow(100.0, -2.0 * i / 20) / 2 : 0.0, 1e-7) << i;
+  Tensor cos, sin;
+  Rope(c).tables(5, 2, &cos, &sin);
+  for (int64_t t = 0; t < 2; ++t)
+    for (int64_t i = 3; i < 10; ++i) {
+      EXPECT_EQ(cos.data<float>()[t * 10 + i], 1.0f);
+      EXPECT_EQ(sin.data<float>()[t * 10 + i], 0.0f);
+    }
+  // partial_rotary_factor 0: nothing rotates, and that is no error.
+  EXPECT_EQ(read(R"({"rope_parameters": {"rope_type": "proportional", "rope_theta": 100.0,
+                                          "partial_rotary_factor": 0.0}})")
+                .rotated_pairs,
+            0);
+}
+
 TEST(Rope, DynamicGrowsBaseOnlyPastMaxPositions) {
   const Rope r(read(R"({"rope_scaling": {"rope_type": "dynamic", "factor": 2}})", 16, 16));
   float s;

@@ -54,31 +54,38 @@ int64_t score_row(int64_t max_context) {
 
 // Appends one segment's keys and values to its cache, then attends over it.
 // With value_dim set there is no v: the values are the keys' first value_dim dims, and the
-// cache layer holds keys only.
+// cache layer holds keys only. With kv_read_only there is no k or v: the cache layer already
+// holds this step's keys and values (an earlier node appended them), and nothing is appended.
 void attention(const NodeArgs& a, bool reference) {
   const graph::Params& p = a.node.params;
-  const Tensor &q = *a.inputs[0], &k = *a.inputs[1];
-  const Tensor* v = p.value_dim > 0 ? nullptr : a.inputs[2];
-  const int64_t heads = q.dim(1), kv_heads = k.dim(1), head_dim = q.dim(2);
-  const int64_t v_dim = v ? v->dim(2) : p.value_dim;
-  const int64_t kv_row = kv_heads * head_dim, v_row = kv_heads * v_dim;
+  const Tensor& q = *a.inputs[0];
+  const Tensor* k = p.kv_read_only ? nullptr : a.inputs[1];
+  const Tensor* v = p.value_dim > 0 || p.kv_read_only ? nullptr : a.inputs[2];
+  const int64_t heads = q.dim(1), head_dim = q.dim(2);
   for (const graph::Segment& s : a.step.segments) {
     KVCache& cache = *a.step.caches[static_cast<size_t>(s.seq)];
-    if (p.layer < 0 || p.layer >= static_cast<int64_t>(cache.layers.size()))
-      fail("internal: attention: layer ", p.layer, " not in the cache");
+    if (p.layer < 0 || p.layer >= static_cast<int64_t>(cache.layers.size()) ||
+        !cache.layers[static_cast<size_t>(p.layer)].k.defined())
+      fail("internal: attention: layer ", p.layer, " not a KV layer of the cache");
     KVCache::Layer& l = cache.layers[static_cast<size_t>(p.layer)];
+    const int64_t kv_heads = k ? k->dim(1) : l.k.dim(1);
+    const int64_t v_dim = v ? v->dim(2) : p.kv_read_only ? head_dim : p.value_dim;
+    const int64_t kv_row = kv_heads * head_dim, v_row = kv_heads * v_dim;
+    if (p.kv_read_only && (!l.v.defined() || l.v.dim(2) != head_dim || heads % kv_heads != 0))
+      fail("internal: attention: read-only cache layer ", p.layer, " ", shape_str(l.k.shape()),
+           " (values ", shape_str(l.v.shape()), ") for q ", shape_str(q.shape()));
     if (l.k.dim(1) != kv_heads || l.k.dim(2) != head_dim || s.pos0 + s.count > cache.max_seq ||
-        (v != nullptr) != l.v.defined() || (v && l.v.dim(2) != v_dim))
+        (v != nullptr || p.kv_read_only) != l.v.defined() || (v && l.v.dim(2) != v_dim))
       fail("internal: attention: cache ", shape_str(l.k.shape()), " (values ",
            shape_str(l.v.shape()), ") of ", cache.max_seq, " positions for k ",
-           shape_str(k.shape()), (v ? "" : " holding the values"), " at position ",
-           s.pos0 + s.count);
+           k ? shape_str(k->shape()) : "read from the cache", (v ? "" : " holding the values"),
+           " at position ", s.pos0 + s.count);
     if (s.count > cache.max_step_tokens())
       fail("internal: attention: a step of ", s.count, " tokens overruns a ring of ", l.slots,
            " slots");
-    for (int64_t t = 0; t < s.count; ++t) {
+    for (int64_t t = 0; k && t < s.count; ++t) {
       const int64_t slot = (s.pos0 + t) % l.slots;
-      std::memcpy(l.k.mut<float>() + slot * kv_row, k.data<float>() + (s.first + t) * kv_row,
+      std::memcpy(l.k.mut<float>() + slot * kv_row, k->data<float>() + (s.first + t) * kv_row,
                   static_cast<size_t>(kv_row) * sizeof(float));
       if (v)
         std::memcpy(l.v.mut<float>() + slot * v_row, v->data<float>() + (s.first + t) * v_row,
@@ -94,7 +101,7 @@ void attention(const NodeArgs& a, bool reference) {
     }
     cpu::AttentionArgs args{q.data<float>() + s.first * heads * head_dim,
                             l.k.data<float>(),
-                            v ? l.v.data<float>() : l.k.data<float>(),
+                            l.v.defined() ? l.v.data<float>() : l.k.data<float>(),
                             a.out.mut<float>() + s.first * heads * v_dim,
                             s.count,
                             s.pos0,
@@ -110,8 +117,8 @@ void attention(const NodeArgs& a, bool reference) {
                             scratch,
                             score_row(a.step.max_context),
                             v_dim,
-                            v ? v_row : kv_row,
-                            v ? v_dim : head_dim,
+                            l.v.defined() ? v_row : kv_row,
+                            l.v.defined() ? v_dim : head_dim,
                             f32(a.inputs[4])};
     if (reference)
       cpu::attention_reference(args);

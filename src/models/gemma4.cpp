@@ -1,0 +1,459 @@
+// Gemma4ForCausalLM: transformers/models/gemma4 (Gemma4TextConfig in configuration_gemma4.py,
+// Gemma4TextModel in modeling_gemma4.py). Gemma's scaled embedding and sandwich block, with
+// RMSNorms that scale by the weight itself (not 1 + weight), attention unscaled (scaling 1.0)
+// over q/k RMS-normed per head and values RMS-normed without a weight, sliding and full layers
+// of their own head size and kv heads (global_head_dim, num_global_key_value_heads or
+// per_layer_config), full layers' values equal to their keys' projection (attention_k_eq_v),
+// "proportional" rotary on full layers, per-layer embeddings (PLE) added by a gated projection
+// after each layer, a learned layer_scalar, and the last num_kv_shared_layers layers reading
+// the keys and values of the last earlier layer of their type instead of their own.
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "core/error.h"
+#include "models/config_fields.h"
+#include "models/decoder.h"
+#include "models/registry.h"
+
+namespace lathe {
+namespace {
+
+struct Gemma4Layer {
+  bool sliding = false;
+  int64_t window = 0;  // sliding_window on sliding layers
+  int64_t head_dim = 0, kv_heads = 0;
+  bool k_eq_v = false;     // attention_k_eq_v on a full layer: v_proj absent, values = keys
+  int64_t kv_layer = 0;    // the cache layer it attends over (itself unless KV-shared)
+  bool kv_shared = false;  // kv_sharing_modes "reuse": no k/v projections or norms of its own
+  int64_t intermediate = 0;
+  int rope = 0;  // index into Gemma4Config::ropes
+};
+
+struct Gemma4Config {
+  std::string architecture;
+  int64_t vocab_size = 0, hidden_size = 0, num_layers = 0, heads = 0;
+  int64_t max_position_embeddings = 0;
+  float rms_norm_eps = 1e-6f;
+  bool tie_word_embeddings = true;
+  graph::Activation act = graph::Activation::GeluTanh;
+  float final_softcap = 0;                         // 0: none
+  int64_t per_layer_dim = 0, per_layer_vocab = 0;  // hidden_size_per_layer_input (0: no PLE)
+  std::vector<Gemma4Layer> layers;
+  std::vector<RopeConfig> ropes;  // those of sliding_attention and full_attention layers
+  // Gemma4ForConditionalGeneration: the language model's tensors sit under
+  // model.language_model.; its vision and audio towers and their embedders are not loaded.
+  std::string prefix = "model.";
+  std::vector<std::string> ignored_prefixes;
+};
+
+// The layer types as Gemma4TextConfig.__post_init__ sets them: five sliding layers to one full
+// by default, and the last layer always full.
+std::vector<bool> read_sliding(const JsonFields& f, int64_t num_layers) {
+  std::vector<bool> sliding(static_cast<size_t>(num_layers));
+  for (int64_t i = 0; i < num_layers; ++i) sliding[i] = (i + 1) % 6 != 0;
+  if (f.has("layer_types")) {
+    const Json& types = f.at("layer_types");
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != num_layers)
+      fail(f.origin(), ": field \"layer_types\" must list ", num_layers, " layer types");
+    for (int64_t i = 0; i < num_layers; ++i) {
+      if (types[i] != "sliding_attention" && types[i] != "full_attention")
+        fail(f.origin(), ": layer_types[", i, "] is ", types[i].dump(),
+             "; lathe implements full_attention and sliding_attention");
+      sliding[i] = types[i] == "sliding_attention";
+    }
+  }
+  sliding.back() = false;  // "Last layer must use `full_attention`": transformers forces it
+  return sliding;
+}
+
+// Each layer's head_dim and num_key_value_heads: per_layer_config where config.json has it,
+// else full layers take global_head_dim (512) and, with attention_k_eq_v,
+// num_global_key_value_heads.
+void read_layer_heads(const JsonFields& f, Gemma4Config& c, int64_t head_dim, int64_t kv_heads,
+                      bool k_eq_v) {
+  for (Gemma4Layer& l : c.layers) {
+    l.head_dim = head_dim;
+    l.kv_heads = kv_heads;
+  }
+  if (f.has("per_layer_config")) {
+    const Json& plc = f.at("per_layer_config");
+    if (!plc.is_object()) fail(f.origin(), ": field \"per_layer_config\" must be an object");
+    for (const auto& [key, overrides] : plc.items()) {
+      int64_t i = -1;
+      try {
+        size_t used = 0;
+        i = std::stoll(key, &used);
+        if (used != key.size()) i = -1;
+      } catch (const std::exception&) {
+      }
+      if (i < 0 || i >= c.num_layers || !overrides.is_object())
+        fail(f.origin(), ": per_layer_config key \"", key,
+             "\" must be a layer index below num_hidden_layers, holding an object");
+      JsonFields o(overrides, f.origin() + ": per_layer_config." + key);
+      for (const auto& [field, value] : overrides.items())
+        if (field != "head_dim" && field != "num_key_value_heads")
+          fail(o.origin(), ": field \"", field,
+               "\" is overridden per layer; lathe implements head_dim and num_key_value_heads");
+      c.layers[i].head_dim = o.get_or<int64_t>("head_dim", head_dim);
+      c.layers[i].kv_heads = o.get_or<int64_t>("num_key_value_heads", kv_heads);
+    }
+    return;
+  }
+  const int64_t global_head_dim = f.get_or<int64_t>("global_head_dim", 512);
+  const std::optional<int64_t> global_kv = f.get_optional<int64_t>("num_global_key_value_heads");
+  for (Gemma4Layer& l : c.layers) {
+    if (l.sliding) continue;
+    l.head_dim = global_head_dim;
+    if (k_eq_v && global_kv) l.kv_heads = *global_kv;
+  }
+}
+
+// rope_parameters, keyed by layer type, with Gemma4TextConfig's defaults: default rotary
+// (theta 1e4) on sliding layers, proportional (partial_rotary_factor 0.25, theta 1e6) on full
+// ones. apply_rotary_pos_emb rotates the whole head.
+void read_ropes(const JsonFields& f, Gemma4Config& c) {
+  Json params = {
+      {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+      {"full_attention",
+       {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1e6}}}};
+  if (f.has("rope_parameters")) params = f.at("rope_parameters");
+  if (!params.is_object())
+    fail(f.origin(),
+         ": field \"rope_parameters\" must be keyed by layer type "
+         "(full_attention, sliding_attention)");
+  for (int type = 0; type < 2; ++type) {
+    const char* name = type == 0 ? "sliding_attention" : "full_attention";
+    const Gemma4Layer* first = nullptr;
+    for (const Gemma4Layer& l : c.layers)
+      if (l.sliding == (type == 0)) {
+        if (first && (l.head_dim != first->head_dim))
+          fail(f.origin(), ": the ", name,
+               " layers differ in head_dim, which their one rotary table cannot serve");
+        if (!first) first = &l;
+      }
+    if (!first) continue;
+    if (!params.contains(name) || !params[name].is_object())
+      fail(f.origin(), ": field \"rope_parameters\" has no object for ", name, " layers");
+    const Json cfg = {{"rope_parameters", params[name]}};
+    const std::string origin = f.origin() + ": rope_parameters." + name;
+    RopeConfig r =
+        read_rope_config(JsonFields(cfg, origin), first->head_dim, c.max_position_embeddings);
+    if (r.kind != RopeKind::Proportional) rotate_whole_head(r, origin, c.architecture);
+    for (Gemma4Layer& l : c.layers)
+      if (l.sliding == (type == 0)) l.rope = static_cast<int>(c.ropes.size());
+    c.ropes.push_back(r);
+  }
+}
+
+// Gemma4TextConfig.kv_sharing_modes: the last num_kv_shared_layers layers ("reuse") attend
+// over the keys and values of the last earlier layer of their type ("store").
+void read_kv_sharing(const JsonFields& f, Gemma4Config& c) {
+  const int64_t shared = f.get_or<int64_t>("num_kv_shared_layers", 0);
+  if (shared < 0 || shared >= c.num_layers)
+    fail(f.origin(), ": field \"num_kv_shared_layers\" is ", shared, ", must be in [0, ",
+         c.num_layers, ") (some layer must store the keys and values the others share)");
+  const int64_t first_shared = c.num_layers - shared;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    Gemma4Layer& l = c.layers[i];
+    l.kv_layer = i;
+    if (i < first_shared) continue;
+    l.kv_shared = true;
+    l.kv_layer = -1;
+    for (int64_t j = first_shared - 1; j >= 0 && l.kv_layer < 0; --j)
+      if (c.layers[j].sliding == l.sliding) l.kv_layer = j;
+    if (l.kv_layer < 0)
+      fail(f.origin(), ": field \"num_kv_shared_layers\" is ", shared, ": layer ", i,
+           " shares the keys and values of an earlier ",
+           l.sliding ? "sliding_attention" : "full_attention", " layer, and there is none");
+  }
+}
+
+Gemma4Config read_gemma4_config(const Checkpoint& ckpt, const JsonFields& f) {
+  Gemma4Config c;
+  c.architecture = ckpt.architecture();
+  // Gemma4TextConfig defaults.
+  c.vocab_size = f.get_or<int64_t>("vocab_size", 262144);
+  c.hidden_size = f.get_or<int64_t>("hidden_size", 2304);
+  const int64_t intermediate = f.get_or<int64_t>("intermediate_size", 9216);
+  c.num_layers = f.get_or<int64_t>("num_hidden_layers", 30);
+  c.heads = f.get_or<int64_t>("num_attention_heads", 8);
+  const int64_t kv_heads = f.get_or<int64_t>("num_key_value_heads", 4);
+  const int64_t head_dim = f.get_or<int64_t>("head_dim", 256);
+  c.max_position_embeddings = f.get_or<int64_t>("max_position_embeddings", 131072);
+  c.rms_norm_eps = static_cast<float>(f.get_or<double>("rms_norm_eps", 1e-6));
+  c.tie_word_embeddings = f.get_or<bool>("tie_word_embeddings", true);
+  c.act = read_activation(f, "hidden_activation", "gelu_pytorch_tanh", c.architecture);
+  c.final_softcap = read_nullable_float(f, "final_logit_softcapping", 0);
+  c.per_layer_dim = f.get_or<int64_t>("hidden_size_per_layer_input", 256);
+  c.per_layer_vocab = f.get_or<int64_t>("vocab_size_per_layer_input", 262144);
+  const int64_t window = f.get_or<int64_t>("sliding_window", 512);
+  const bool k_eq_v = f.get_or<bool>("attention_k_eq_v", false);
+  const bool double_wide = f.get_or<bool>("use_double_wide_mlp", false);
+  check_sizes(f, {{"vocab_size", c.vocab_size},
+                  {"hidden_size", c.hidden_size},
+                  {"intermediate_size", intermediate},
+                  {"num_hidden_layers", c.num_layers},
+                  {"num_attention_heads", c.heads},
+                  {"num_key_value_heads", kv_heads},
+                  {"head_dim", head_dim},
+                  {"max_position_embeddings", c.max_position_embeddings},
+                  {"sliding_window", window}});
+  if (c.per_layer_dim < 0 || c.per_layer_dim > (int64_t{1} << 20))
+    fail(f.origin(), ": field \"hidden_size_per_layer_input\" is ", c.per_layer_dim,
+         ", out of range");
+  if (c.per_layer_dim > 0) check_sizes(f, {{"vocab_size_per_layer_input", c.per_layer_vocab}});
+
+  // Fields that change the computation in ways lathe does not implement.
+  if (f.has("use_bidirectional_attention"))
+    fail(f.origin(), ": field \"use_bidirectional_attention\" is ",
+         f.at("use_bidirectional_attention").dump(), "; lathe implements causal ", c.architecture);
+  if (f.get_or<bool>("attention_bias", false))
+    fail(f.origin(), ": field \"attention_bias\" is true; lathe implements ", c.architecture,
+         " without attention biases");
+  if (f.get_or<bool>("enable_moe_block", false))
+    fail(f.origin(), ": field \"enable_moe_block\" is true; lathe does not implement ",
+         c.architecture, "'s mixture-of-experts block yet");
+
+  check_layer_count(ckpt, f, c.num_layers);
+  const std::vector<bool> sliding = read_sliding(f, c.num_layers);
+  c.layers.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    c.layers[i].sliding = sliding[i];
+    c.layers[i].window = sliding[i] ? window : 0;
+    c.layers[i].k_eq_v = k_eq_v && !sliding[i];
+  }
+  read_layer_heads(f, c, head_dim, kv_heads, k_eq_v);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const Gemma4Layer& l = c.layers[i];
+    if (l.head_dim <= 0 || l.head_dim > 65536 || l.head_dim % 2 != 0 || l.kv_heads <= 0 ||
+        c.heads % l.kv_heads != 0)
+      fail(f.origin(), ": layer ", i, " has head_dim ", l.head_dim, " and ", l.kv_heads,
+           " key-value heads for ", c.heads,
+           " attention heads (need an even head_dim and heads a multiple of kv heads)");
+  }
+  read_kv_sharing(f, c);
+  // Gemma4TextMLP: KV-shared layers are twice as wide with use_double_wide_mlp.
+  for (Gemma4Layer& l : c.layers)
+    l.intermediate = intermediate * (double_wide && l.kv_shared ? 2 : 1);
+  read_ropes(f, c);
+  return c;
+}
+
+// transformers Gemma4TextModel / Gemma4TextDecoderLayer.
+class Gemma4Model : public GraphModel {
+ public:
+  Gemma4Model(const Checkpoint& ckpt, Gemma4Config cfg, const ModelOptions& opts)
+      : cfg_(std::move(cfg)) {
+    for (const RopeConfig& r : cfg_.ropes) ropes_.emplace_back(r);
+    Weights w(ckpt, opts.dtype);
+    w.ignore_if([&](const std::string& name) {
+      for (const std::string& ignored : cfg_.ignored_prefixes)
+        if (name.starts_with(ignored)) return true;
+      return false;
+    });
+    const int64_t h = cfg_.hidden_size, n_layers = cfg_.num_layers, pl = cfg_.per_layer_dim;
+    const std::string& m = cfg_.prefix;
+    embed_ = w.matrix(m + "embed_tokens.weight", {cfg_.vocab_size, h});
+    // Gemma4TextScaledWordEmbedding: a float32 sqrt(hidden_size).
+    embed_scale_ = static_cast<float>(std::sqrt(static_cast<double>(h)));
+    if (pl > 0) {
+      per_layer_embed_ =
+          w.matrix(m + "embed_tokens_per_layer.weight", {cfg_.per_layer_vocab, n_layers * pl});
+      per_layer_model_projection_ =
+          w.matrix(m + "per_layer_model_projection.weight", {n_layers * pl, h});
+      per_layer_projection_norm_ = w.vector(m + "per_layer_projection_norm.weight", {pl});
+    }
+    for (int64_t i = 0; i < n_layers; ++i) {
+      const Gemma4Layer& c = cfg_.layers[i];
+      const std::string p = cat(m, "layers.", i, ".");
+      const std::string a = p + "self_attn.";
+      const int64_t hd = c.head_dim;
+      Layer l;
+      l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
+      l.q = w.matrix(a + "q_proj.weight", {cfg_.heads * hd, h});
+      l.q_norm = w.vector(a + "q_norm.weight", {hd});
+      if (!c.kv_shared) {
+        l.k = w.matrix(a + "k_proj.weight", {c.kv_heads * hd, h});
+        if (!c.k_eq_v) l.v = w.matrix(a + "v_proj.weight", {c.kv_heads * hd, h});
+        l.k_norm = w.vector(a + "k_norm.weight", {hd});
+      }
+      l.o = w.matrix(a + "o_proj.weight", {h, cfg_.heads * hd});
+      l.attn_post_norm = w.vector(p + "post_attention_layernorm.weight", {h});
+      l.mlp_norm = w.vector(p + "pre_feedforward_layernorm.weight", {h});
+      l.mlp = load_gated_mlp(w, p + "mlp.", h, c.intermediate);
+      l.mlp_post_norm = w.vector(p + "post_feedforward_layernorm.weight", {h});
+      if (pl > 0) {
+        l.per_layer_gate = w.matrix(p + "per_layer_input_gate.weight", {pl, h});
+        l.per_layer_projection = w.matrix(p + "per_layer_projection.weight", {h, pl});
+        l.per_layer_norm = w.vector(p + "post_per_layer_input_norm.weight", {h});
+      }
+      // A buffer of one value, read once here (the step multiplies by it).
+      l.layer_scalar = w.vector(p + "layer_scalar", {1}).data<float>()[0];
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = w.vector(m + "norm.weight", {h});
+    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
+    w.finish(cfg_.architecture);
+    // Gemma4RMSNorm(with_scale=False) of each head size: a weight of ones.
+    for (const Gemma4Layer& c : cfg_.layers) {
+      if (unit_norms_.contains(c.head_dim)) continue;
+      Tensor ones = Tensor::zeros(DType::F32, {c.head_dim});
+      for (int64_t j = 0; j < c.head_dim; ++j) ones.mut<float>()[j] = 1.0f;
+      unit_norms_.emplace(c.head_dim, std::move(ones));
+    }
+
+    info_.architecture = cfg_.architecture;
+    info_.vocab_size = cfg_.vocab_size;
+    info_.hidden_size = h;
+    info_.num_layers = n_layers;
+    info_.kv_heads = cfg_.layers.front().kv_heads;
+    info_.head_dim = cfg_.layers.front().head_dim;
+    info_.max_position_embeddings = cfg_.max_position_embeddings;
+    info_.weight_dtype = w.matrix_dtype();
+    if (!cfg_.ignored_prefixes.empty()) {
+      int64_t skipped = 0;
+      for (const std::string& name : ckpt.tensor_names())
+        for (const std::string& ignored : cfg_.ignored_prefixes)
+          skipped += name.starts_with(ignored);
+      info_.runs = cat("the text model (", m, "); not loaded: ", skipped,
+                       " vision and audio tensors (model.vision_tower., model.embed_vision., "
+                       "model.audio_tower., model.embed_audio.)");
+    }
+  }
+
+  // KV per layer at its own size (a ring on sliding layers); KV-shared layers keep nothing.
+  std::vector<LayerStateSpec> layer_states() const override {
+    std::vector<LayerStateSpec> out;
+    for (const Gemma4Layer& l : cfg_.layers)
+      out.push_back(
+          l.kv_shared ? LayerStateSpec{.kind = StateKind::Recurrent, .recurrent = {}}
+                      : LayerStateSpec{.kind = l.sliding ? StateKind::SlidingKV : StateKind::FullKV,
+                                       .kv_heads = l.kv_heads,
+                                       .head_dim = l.head_dim,
+                                       .window = l.window});
+    return out;
+  }
+
+  // Gemma4TextModel.forward, then Gemma4ForCausalLM's head.
+  graph::Value build(graph::Builder& g, const StepInputs& in) const override {
+    std::vector<graph::Value> tables;
+    for (const Rope& r : ropes_) tables.push_back(g.rope_tables(r, in.positions));
+    graph::Value x = g.embedding(g.weight(embed_), in.tokens);
+    x = g.name(g.scale(x, embed_scale_), "embed");
+    const graph::Value per_layer = cfg_.per_layer_dim > 0 ? per_layer_inputs(g, x, in) : x;
+    for (int64_t i = 0; i < cfg_.num_layers; ++i)
+      x = g.name(layer(g, i, x, per_layer, tables), cat("layer.", i, ".out"));
+    x = g.name(norm(g, g.rows(x, in.logit_rows), final_norm_), "final_norm");
+    // Gemma4ForCausalLM: final_logit_softcapping.
+    graph::Value logits = blocks::linear(g, x, lm_head_);
+    if (cfg_.final_softcap > 0) logits = g.softcap(logits, cfg_.final_softcap);
+    return g.name(logits, "logits");
+  }
+
+ private:
+  // get_per_layer_inputs and project_per_layer_inputs: [n, layers * per_layer_dim], the
+  // token's per-layer embedding (times sqrt(per_layer_dim)) plus the RMS-normed projection of
+  // the scaled embedding (times hidden_size^-0.5), times 2^-0.5.
+  graph::Value per_layer_inputs(graph::Builder& g, graph::Value x, const StepInputs& in) const {
+    const int64_t n = g.dim(x, 0), pl = cfg_.per_layer_dim, width = cfg_.num_layers * pl;
+    graph::Value tok = g.embedding(g.weight(per_layer_embed_), in.tokens);
+    tok = g.scale(tok, static_cast<float>(std::sqrt(static_cast<double>(pl))));
+    graph::Value proj = blocks::linear(g, x, per_layer_model_projection_);
+    proj = g.scale(proj, static_cast<float>(std::pow(static_cast<double>(cfg_.hidden_size), -0.5)));
+    proj = g.reshape(norm(g, g.reshape(proj, {n, cfg_.num_layers, pl}), per_layer_projection_norm_),
+                     {n, width});
+    return g.name(g.scale(g.add(proj, tok), static_cast<float>(std::pow(2.0, -0.5))),
+                  "per_layer_inputs");
+  }
+
+  // Gemma4TextAttention.
+  graph::Value attention(graph::Builder& g, int64_t i, graph::Value x, graph::Value tables,
+                         const std::string& p) const {
+    const Gemma4Layer& c = cfg_.layers[i];
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const int64_t n = g.dim(x, 0), hd = c.head_dim;
+    graph::Value q = g.reshape(blocks::linear(g, x, l.q), {n, cfg_.heads, hd});
+    q = g.name(g.rope(norm(g, q, l.q_norm), tables, graph::RopeLayout::HalfSplit), p + "q");
+    graph::Builder::AttentionParams ap{.layer = c.kv_layer, .window = c.window, .scale = 1.0f};
+    graph::Value out;
+    if (c.kv_shared) {  // the keys and values layer kv_layer stored this step
+      ap.kv_read_only = true;
+      out = g.attention(q, {}, {}, ap);
+    } else {
+      const graph::Value k_proj = g.reshape(blocks::linear(g, x, l.k), {n, c.kv_heads, hd});
+      // attention_k_eq_v: the values are the keys' projection, before k_norm and rotary.
+      graph::Value v =
+          c.k_eq_v ? k_proj : g.reshape(blocks::linear(g, x, l.v), {n, c.kv_heads, hd});
+      graph::Value k = norm(g, k_proj, l.k_norm);
+      k = g.name(g.rope(k, tables, graph::RopeLayout::HalfSplit), p + "k");
+      v = g.name(norm(g, v, unit_norms_.at(hd)), p + "v");
+      out = g.attention(q, k, v, ap);
+    }
+    out = g.reshape(g.name(out, p + "attn"), {n, cfg_.heads * hd});
+    return g.name(blocks::linear(g, out, l.o), p + "attn_out");
+  }
+
+  // Gemma4TextDecoderLayer: x + post_norm(attn(norm(x))), x + post_norm(mlp(norm(x))), then
+  // with PLE x + norm(proj(act(gate(x)) * per_layer_input)), all times layer_scalar.
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x, graph::Value per_layer,
+                     const std::vector<graph::Value>& tables) const {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const std::string p = cat("layer.", i, ".");
+    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
+    a = attention(g, i, a, tables[static_cast<size_t>(cfg_.layers[i].rope)], p);
+    x = g.add(x, g.name(norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
+    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    m = blocks::gated_mlp(g, m, l.mlp, cfg_.act, p);
+    x = g.add(x, g.name(norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
+    if (cfg_.per_layer_dim > 0) {
+      const int64_t pl = cfg_.per_layer_dim;
+      graph::Value h = blocks::linear(g, x, l.per_layer_gate);
+      h = g.act_mul(cfg_.act, h, g.slice(per_layer, i * pl, pl));
+      h = norm(g, blocks::linear(g, h, l.per_layer_projection), l.per_layer_norm);
+      x = g.add(x, g.name(h, p + "per_layer_out"));
+    }
+    return l.layer_scalar != 1.0f ? g.scale(x, l.layer_scalar) : x;
+  }
+
+  // Gemma4RMSNorm: x * (mean(x^2) + eps)^-0.5 * weight.
+  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
+    return blocks::rms_norm(g, x, weight, cfg_.rms_norm_eps, 0.0f);
+  }
+
+  struct Layer {
+    Tensor attn_norm, attn_post_norm, mlp_norm, mlp_post_norm;
+    Tensor q, k, v, o, q_norm, k_norm;  // k, v, k_norm undefined where not loaded
+    GatedMlpWeights mlp;
+    Tensor per_layer_gate, per_layer_projection, per_layer_norm;  // with PLE
+    float layer_scalar = 1;
+  };
+  Gemma4Config cfg_;
+  std::vector<Rope> ropes_;
+  Tensor embed_, lm_head_, final_norm_;
+  float embed_scale_ = 1;
+  Tensor per_layer_embed_, per_layer_model_projection_, per_layer_projection_norm_;
+  std::vector<Layer> layers_;
+  std::map<int64_t, Tensor> unit_norms_;  // head_dim -> ones
+};
+
+}  // namespace
+
+// Gemma4ForCausalLM reads config.json; Gemma4ForConditionalGeneration (Gemma4Config) its
+// text_config, with tie_word_embeddings at the top level.
+std::unique_ptr<Model> load_gemma4(const Checkpoint& ckpt, const ModelOptions& opts) {
+  const JsonFields top(ckpt.config(), ckpt.config_path());
+  if (!top.has("text_config"))
+    return std::make_unique<Gemma4Model>(ckpt, read_gemma4_config(ckpt, top), opts);
+  if (!top.at("text_config").is_object())
+    fail(top.origin(), ": field \"text_config\" must be an object");
+  const JsonFields text(top.at("text_config"), ckpt.config_path() + ": text_config");
+  Gemma4Config c = read_gemma4_config(ckpt, text);
+  c.tie_word_embeddings = top.get_or<bool>("tie_word_embeddings", true);
+  c.prefix = "model.language_model.";
+  c.ignored_prefixes = {"model.vision_tower.", "model.embed_vision.", "model.audio_tower.",
+                        "model.embed_audio."};
+  return std::make_unique<Gemma4Model>(ckpt, std::move(c), opts);
+}
+
+}  // namespace lathe
