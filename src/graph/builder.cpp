@@ -354,7 +354,7 @@ Value Builder::head_linear(Value x, Value w) {
   return add_node({.op = Op::HeadLinear, .inputs = {x, w}, .shape = {xs[0], xs[1], ws[1]}});
 }
 
-Value Builder::route(Value logits, const RouteParams& p, Value bias) {
+Value Builder::route(Value logits, const RouteParams& p, Value bias, Value expert_scale) {
   expect_f32(logits, "route", "logits");
   if (shape(logits).size() != 2)
     fail("internal: route: logits ", shape_str(shape(logits)), " must be [tokens, experts]");
@@ -368,11 +368,20 @@ Value Builder::route(Value logits, const RouteParams& p, Value bias) {
          ", top ", p.top_k);
   if (bias.valid()) {
     expect_f32(bias, "route", "bias");
-    if ((p.routing != Routing::Sigmoid && p.routing != Routing::SoftmaxBiased) ||
+    if ((p.routing != Routing::Sigmoid && p.routing != Routing::SoftmaxBiased &&
+         p.routing != Routing::SigmoidTopK) ||
         shape_numel(shape(bias)) != experts)
       fail("internal: route: bias ", shape_str(shape(bias)), " for ", experts, " experts");
   }
-  Node n{.op = Op::Route, .inputs = {logits, bias}, .shape = {2, dim(logits, 0), p.top_k}};
+  if (expert_scale.valid()) {
+    expect_f32(expert_scale, "route", "expert_scale");
+    if (shape_numel(shape(expert_scale)) != experts)
+      fail("internal: route: expert_scale ", shape_str(shape(expert_scale)), " for ", experts,
+           " experts");
+  }
+  Node n{.op = Op::Route,
+         .inputs = {logits, bias, expert_scale},
+         .shape = {2, dim(logits, 0), p.top_k}};
   n.params.routing = p.routing;
   n.params.top_k = p.top_k;
   n.params.norm_topk = p.norm_topk;

@@ -118,7 +118,9 @@ class Builder {
   };
   // logits [n, experts] -> [2, n, k] (Op::Route). `bias` [experts] (Sigmoid only, the
   // e_score_correction_bias) moves the choice, not the weights; may be invalid.
-  Value route(Value logits, const RouteParams& p, Value bias = {});
+  // `expert_scale` [experts] (may be invalid): each chosen weight, once normalised and scaled,
+  // times its expert's value (Gemma4TextRouter's per_expert_scale).
+  Value route(Value logits, const RouteParams& p, Value bias = {}, Value expert_scale = {});
   // One expert's matrices, as Linear weights: gate and up [inter, dim], down [dim, inter]; gate
   // invalid for an ungated expert (down(act(up x))). Biases (each may be invalid) are F32
   // [inter], [inter], [dim], added after each product (GptOssExperts).

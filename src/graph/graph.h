@@ -89,10 +89,19 @@ enum class PositionBias : uint8_t { None, Alibi, AlibiFalcon };
 //   SoftmaxGreedy: softmax, the k largest within the best groups (each scored by its best;
 //                groups 1: all), in torch.topk(sorted=False)'s order (DeepseekV2);
 //   SoftmaxBiased: softmax, chosen by score + bias, weighted by the scores without it and
-//                divided by max(their sum, eps) (Ernie4_5_Moe's moe_statics, moe_norm_min).
+//                divided by max(their sum, eps) (Ernie4_5_Moe's moe_statics, moe_norm_min);
+//   SigmoidTopK: sigmoid scores, the k largest of score + bias (bias may be absent) in
+//                torch.topk(sorted=True)'s order, weighted by the scores (Lfm2MoeTopKRouter).
 // Weights are then divided by their sum when `norm_topk` is set (adding eps to the sum) and
 // multiplied by `scale` (routed_scaling_factor).
-enum class Routing : uint8_t { SoftmaxTopK, TopKSoftmax, Sigmoid, SoftmaxGreedy, SoftmaxBiased };
+enum class Routing : uint8_t {
+  SoftmaxTopK,
+  TopKSoftmax,
+  Sigmoid,
+  SoftmaxGreedy,
+  SoftmaxBiased,
+  SigmoidTopK
+};
 // How an Experts node joins each expert's gate and up projections (biases added) into the
 // input of its down projection:
 //   ActMul:        act(gate) * up, act as Params::act (Mixtral, Qwen2Moe, ...);

@@ -5,8 +5,10 @@
 // of their own head size and kv heads (global_head_dim, num_global_key_value_heads or
 // per_layer_config), full layers' values equal to their keys' projection (attention_k_eq_v),
 // "proportional" rotary on full layers, per-layer embeddings (PLE) added by a gated projection
-// after each layer, a learned layer_scalar, and the last num_kv_shared_layers layers reading
-// the keys and values of the last earlier layer of their type instead of their own.
+// after each layer, a learned layer_scalar, the last num_kv_shared_layers layers reading the
+// keys and values of the last earlier layer of their type instead of their own, and with
+// enable_moe_block experts beside each layer's MLP. Gemma4ForConditionalGeneration's text model
+// is the same model read from text_config.
 #include <cmath>
 #include <map>
 #include <optional>
@@ -14,6 +16,7 @@
 #include "core/error.h"
 #include "models/config_fields.h"
 #include "models/decoder.h"
+#include "models/moe.h"
 #include "models/registry.h"
 
 namespace lathe {
@@ -39,6 +42,9 @@ struct Gemma4Config {
   graph::Activation act = graph::Activation::GeluTanh;
   float final_softcap = 0;                         // 0: none
   int64_t per_layer_dim = 0, per_layer_vocab = 0;  // hidden_size_per_layer_input (0: no PLE)
+  // enable_moe_block: beside every layer's MLP, num_experts experts of which the router picks
+  // top_k_experts (softmax, top-k renormalised, times per_expert_scale).
+  std::optional<MoeSpec> moe;
   std::vector<Gemma4Layer> layers;
   std::vector<RopeConfig> ropes;  // those of sliding_attention and full_attention layers
   // Gemma4ForConditionalGeneration: the language model's tensors sit under
@@ -205,15 +211,32 @@ Gemma4Config read_gemma4_config(const Checkpoint& ckpt, const JsonFields& f) {
   if (c.per_layer_dim > 0) check_sizes(f, {{"vocab_size_per_layer_input", c.per_layer_vocab}});
 
   // Fields that change the computation in ways lathe does not implement.
-  if (f.has("use_bidirectional_attention"))
+  // "vision" lets image tokens attend both ways within their image (Gemma4Model's mask): text
+  // alone stays causal. "all" makes every layer bidirectional.
+  if (f.has("use_bidirectional_attention") && f.at("use_bidirectional_attention") != Json("vision"))
     fail(f.origin(), ": field \"use_bidirectional_attention\" is ",
-         f.at("use_bidirectional_attention").dump(), "; lathe implements causal ", c.architecture);
+         f.at("use_bidirectional_attention").dump(), "; lathe implements causal ", c.architecture,
+         " (null, or \"vision\" for text)");
   if (f.get_or<bool>("attention_bias", false))
     fail(f.origin(), ": field \"attention_bias\" is true; lathe implements ", c.architecture,
          " without attention biases");
-  if (f.get_or<bool>("enable_moe_block", false))
-    fail(f.origin(), ": field \"enable_moe_block\" is true; lathe does not implement ",
-         c.architecture, "'s mixture-of-experts block yet");
+  if (f.get_or<bool>("enable_moe_block", false)) {
+    for (const char* field : {"num_experts", "top_k_experts", "moe_intermediate_size"})
+      if (!f.has(field))
+        fail(f.origin(), ": field \"", field, "\" is missing (enable_moe_block is true)");
+    c.moe = MoeSpec{.experts = f.get<int64_t>("num_experts"),
+                    .top_k = f.get<int64_t>("top_k_experts"),
+                    .inter = f.get<int64_t>("moe_intermediate_size"),
+                    .routing = graph::Routing::SoftmaxTopK,
+                    .norm_topk = true,
+                    .act = c.act};
+    check_sizes(f, {{"num_experts", c.moe->experts},
+                    {"top_k_experts", c.moe->top_k},
+                    {"moe_intermediate_size", c.moe->inter}});
+    if (c.moe->top_k > c.moe->experts)
+      fail(f.origin(), ": field \"top_k_experts\" is ", c.moe->top_k, ", more than the ",
+           c.moe->experts, " experts (\"num_experts\")");
+  }
 
   check_layer_count(ckpt, f, c.num_layers);
   const std::vector<bool> sliding = read_sliding(f, c.num_layers);
@@ -283,6 +306,17 @@ class Gemma4Model : public GraphModel {
       l.mlp_norm = w.vector(p + "pre_feedforward_layernorm.weight", {h});
       l.mlp = load_gated_mlp(w, p + "mlp.", h, c.intermediate);
       l.mlp_post_norm = w.vector(p + "post_feedforward_layernorm.weight", {h});
+      if (cfg_.moe) {
+        l.moe = load_moe(w, p, h, *cfg_.moe,
+                         {.router = "router.proj.weight",
+                          .gate_up = "experts.gate_up_proj",
+                          .down_fused = "experts.down_proj"});
+        l.router_scale = w.vector(p + "router.scale", {h});
+        l.per_expert_scale = w.vector(p + "router.per_expert_scale", {cfg_.moe->experts});
+        l.mlp_post_norm_1 = w.vector(p + "post_feedforward_layernorm_1.weight", {h});
+        l.experts_norm = w.vector(p + "pre_feedforward_layernorm_2.weight", {h});
+        l.experts_post_norm = w.vector(p + "post_feedforward_layernorm_2.weight", {h});
+      }
       if (pl > 0) {
         l.per_layer_gate = w.matrix(p + "per_layer_input_gate.weight", {pl, h});
         l.per_layer_projection = w.matrix(p + "per_layer_projection.weight", {h, pl});
@@ -405,6 +439,7 @@ class Gemma4Model : public GraphModel {
     x = g.add(x, g.name(norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
     graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
     m = blocks::gated_mlp(g, m, l.mlp, cfg_.act, p);
+    if (cfg_.moe) m = g.add(norm(g, m, l.mlp_post_norm_1), experts(g, i, x, p));
     x = g.add(x, g.name(norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
     if (cfg_.per_layer_dim > 0) {
       const int64_t pl = cfg_.per_layer_dim;
@@ -414,6 +449,28 @@ class Gemma4Model : public GraphModel {
       x = g.add(x, g.name(h, p + "per_layer_out"));
     }
     return l.layer_scalar != 1.0f ? g.scale(x, l.layer_scalar) : x;
+  }
+
+  // The enable_moe_block branch of Gemma4TextDecoderLayer, on the MLP's input x (before its
+  // norm): Gemma4TextRouter (unweighted RMSNorm, times scale and hidden_size^-0.5, proj,
+  // softmax, top-k renormalised, times per_expert_scale), then Gemma4TextExperts on
+  // pre_feedforward_layernorm_2(x), normed by post_feedforward_layernorm_2.
+  graph::Value experts(graph::Builder& g, int64_t i, graph::Value x, const std::string& p) const {
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    const MoeSpec& s = *cfg_.moe;
+    graph::Value r =
+        g.scale(norm(g, x, l.router_scale),
+                static_cast<float>(std::pow(static_cast<double>(cfg_.hidden_size), -0.5)));
+    const graph::Value route =
+        g.name(g.route(blocks::linear(g, r, l.moe.router),
+                       {.routing = s.routing, .top_k = s.top_k, .norm_topk = true}, {},
+                       g.weight(l.per_expert_scale)),
+               p + "route");
+    std::vector<graph::Builder::Expert> ex;
+    for (const GatedMlpWeights& e : l.moe.experts)
+      ex.push_back({g.weight(e.gate), g.weight(e.up), g.weight(e.down)});
+    graph::Value out = g.experts(norm(g, x, l.experts_norm), route, ex, s.act);
+    return g.name(norm(g, out, l.experts_post_norm), p + "experts_out");
   }
 
   // Gemma4RMSNorm: x * (mean(x^2) + eps)^-0.5 * weight.
@@ -426,6 +483,8 @@ class Gemma4Model : public GraphModel {
     Tensor q, k, v, o, q_norm, k_norm;  // k, v, k_norm undefined where not loaded
     GatedMlpWeights mlp;
     Tensor per_layer_gate, per_layer_projection, per_layer_norm;  // with PLE
+    MoeWeights moe;  // with enable_moe_block: router.proj and the experts
+    Tensor router_scale, per_expert_scale, mlp_post_norm_1, experts_norm, experts_post_norm;
     float layer_scalar = 1;
   };
   Gemma4Config cfg_;

@@ -2,10 +2,13 @@
 // modeling_lfm2.py). Short gated convolution layers (Lfm2ShortConv) beside full-attention
 // layers with per-head q/k RMSNorms, each followed by a SwiGLU feed-forward whose size
 // Lfm2MLP adjusts (block_auto_adjust_ff_dim); the final norm is named embedding_norm.
+// Lfm2MoeForCausalLM (transformers/models/lfm2_moe) is the same decoder with a mixture of
+// experts past the first num_dense_layers layers (Lfm2MoeSparseMoeBlock).
 #include "core/error.h"
 #include "models/config_fields.h"
 #include "models/decoder.h"
 #include "models/llama_family.h"
+#include "models/moe.h"
 #include "models/registry.h"
 
 namespace lathe {
@@ -16,7 +19,18 @@ struct Lfm2Config {
   std::vector<bool> layer_conv;  // layer_types[i] == "conv"
   int64_t conv_kernel = 3;       // conv_L_cache
   bool conv_bias = false;
+  std::optional<MoeSpec> moe;  // Lfm2Moe: the experts of the layers marked in layer_moe
+  std::vector<bool> layer_moe;
 };
+
+// Lfm2MoeSparseMoeBlock's tensors as checkpoints publish them: gate (the router), expert_bias,
+// experts.<e>.w1 / w3 / w2 (gate, up, down).
+const MoeNames kLfm2MoeNames{.router = "gate.weight",
+                             .experts = "experts.",
+                             .gate = "w1",
+                             .up = "w3",
+                             .down = "w2",
+                             .correction_bias = "expert_bias"};
 
 struct ShortConvWeights {
   Tensor in, in_bias, conv, conv_bias, out, out_bias;
@@ -80,10 +94,13 @@ class Lfm2Model : public Decoder {
         l.attn.k_norm = w.vector(q + "k_layernorm.weight", {c.attention.head_dim});
       }
       l.ffn_norm = w.vector(p + "ffn_norm.weight", {h});
-      // Lfm2MLP: w2(silu(w1(x)) * w3(x)).
-      l.mlp = {.gate = w.matrix(p + "feed_forward.w1.weight", {c.intermediate_size, h}),
-               .up = w.matrix(p + "feed_forward.w3.weight", {c.intermediate_size, h}),
-               .down = w.matrix(p + "feed_forward.w2.weight", {h, c.intermediate_size})};
+      if (cfg_.moe && cfg_.layer_moe[static_cast<size_t>(i)])
+        l.moe = load_moe(w, p + "feed_forward.", h, *cfg_.moe, kLfm2MoeNames);
+      else
+        // Lfm2MLP: w2(silu(w1(x)) * w3(x)).
+        l.mlp = {.gate = w.matrix(p + "feed_forward.w1.weight", {c.intermediate_size, h}),
+                 .up = w.matrix(p + "feed_forward.w3.weight", {c.intermediate_size, h}),
+                 .down = w.matrix(p + "feed_forward.w2.weight", {h, c.intermediate_size})};
       layers_.push_back(std::move(l));
     }
     final_norm_ = w.vector("model.embedding_norm.weight", {h});
@@ -114,7 +131,8 @@ class Lfm2Model : public Decoder {
                                      {.rope_tables = in.rope_tables[0], .layer = i}, p);
     x = g.add(x, a);
     graph::Value m = g.name(norm(g, x, l.ffn_norm), p + "mlp_norm");
-    return g.add(x, blocks::gated_mlp(g, m, l.mlp, graph::Activation::Silu, p));
+    return g.add(x, l.moe ? blocks::moe(g, m, *l.moe, *cfg_.moe, p)
+                          : blocks::gated_mlp(g, m, l.mlp, graph::Activation::Silu, p));
   }
 
   // Lfm2Model.embedding_norm, applied after the last layer.
@@ -132,6 +150,7 @@ class Lfm2Model : public Decoder {
     ShortConvWeights conv;  // conv layers
     AttentionWeights attn;  // full-attention layers
     GatedMlpWeights mlp;
+    std::optional<MoeWeights> moe;  // instead of mlp on the layers that run experts
   };
   Lfm2Config cfg_;
   Tensor final_norm_;
@@ -230,6 +249,45 @@ std::unique_ptr<Model> load_lfm2(const Checkpoint& ckpt, const ModelOptions& opt
   const int64_t size = f.get_or<int64_t>("block_ff_dim", c.base.intermediate_size);
   check_sizes(f, {{"block_ff_dim", size}});
   c.base.intermediate_size = read_lfm2_ff_dim(f, size);
+  return std::make_unique<Lfm2Model>(ckpt, std::move(c), opts);
+}
+
+std::unique_ptr<Model> load_lfm2_moe(const Checkpoint& ckpt, const ModelOptions& opts) {
+  JsonFields f(ckpt.config(), ckpt.config_path());
+  // Lfm2MoeConfig defaults. Its layer_types has none (Lfm2MoeDecoderLayer indexes it), and its
+  // dense layers use intermediate_size as it is.
+  const LlamaFamilyDefaults d{.vocab_size = 65536,
+                              .hidden_size = 2048,
+                              .intermediate_size = 7168,
+                              .num_layers = 32,
+                              .heads = 32,
+                              .kv_heads = 8,
+                              .head_dim = {},
+                              .max_position_embeddings = 128000,
+                              .tie_word_embeddings = true,
+                              .hidden_act = nullptr,
+                              .rope_theta = 1e6,
+                              .rms_norm_eps = 1e-5};
+  const int64_t n = f.get_or<int64_t>("num_hidden_layers", d.num_layers);
+  check_sizes(f, {{"num_hidden_layers", n}});
+  if (!f.has("layer_types"))
+    fail(f.origin(), ": field \"layer_types\" is missing; Lfm2MoeConfig has no default for it");
+  Lfm2Config c = read_lfm2_config(ckpt, f, d, read_layer_conv(f, n));
+  // Lfm2MoeTopKRouter: sigmoid scores, the top num_experts_per_tok of score + expert_bias
+  // (use_expert_bias) in torch.topk's sorted order, weighted by the scores, divided by (their
+  // sum + 1e-6) when norm_topk_prob, times routed_scaling_factor.
+  c.moe = MoeSpec{.experts = f.get_or<int64_t>("num_experts", 32),
+                  .top_k = f.get_or<int64_t>("num_experts_per_tok", 4),
+                  .inter = f.get_or<int64_t>("moe_intermediate_size", 1792),
+                  .routing = graph::Routing::SigmoidTopK,
+                  .norm_topk = f.get_or<bool>("norm_topk_prob", true),
+                  .norm_eps = 1e-6f,
+                  .scale = static_cast<float>(f.get_or<double>("routed_scaling_factor", 1.0)),
+                  .correction_bias = f.get_or<bool>("use_expert_bias", true)};
+  check_moe_spec(ckpt, f, *c.moe);
+  const int64_t dense = f.get_or<int64_t>("num_dense_layers", 2);
+  if (dense < 0) fail(f.origin(), ": field \"num_dense_layers\" is ", dense, ", out of range");
+  for (int64_t i = 0; i < n; ++i) c.layer_moe.push_back(i >= dense);
   return std::make_unique<Lfm2Model>(ckpt, std::move(c), opts);
 }
 

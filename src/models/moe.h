@@ -22,7 +22,7 @@ struct MoeSpec {
   float norm_eps = 0;
   float scale = 1;                     // routed_scaling_factor
   int64_t groups = 1, top_groups = 1;  // n_group, topk_group (Sigmoid routing)
-  bool correction_bias = false;        // e_score_correction_bias moves the choice (Sigmoid)
+  bool correction_bias = false;        // e_score_correction_bias moves the choice (sigmoid routers)
   graph::Activation act = graph::Activation::Silu;
   graph::ExpertGluParams glu = {};  // GptOss: the clamped SwiGLU (swiglu_limit, swiglu_alpha)
   int64_t shared_inter = 0;         // a shared expert's intermediate size (0: none)

@@ -47,6 +47,7 @@ std::unique_ptr<Model> load_glm4_moe_lite(const Checkpoint&, const ModelOptions&
 std::unique_ptr<Model> load_ernie4_5_moe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_qwen3_next(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_lfm2(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_lfm2_moe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_qwen3_5(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_qwen3_5_moe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_olmo3(const Checkpoint&, const ModelOptions&);
@@ -171,10 +172,13 @@ const std::vector<ArchitectureEntry>& architectures() {
       {"Gemma4ForCausalLM", "gemma4_text", load_gemma4,
        "sandwich norms, sliding/full layers with their own head size and kv heads, values = "
        "keys on full layers, proportional rotary, per-layer embeddings, KV shared across "
-       "layers; not yet the MoE block (enable_moe_block)"},
+       "layers, experts beside the MLP (router scaled per expert)"},
       {"Gemma4ForConditionalGeneration", "gemma4", load_gemma4,
        "the text model of the multimodal checkpoint (text_config, model.language_model.); "
        "the vision and audio towers are not loaded"},
+      {"Lfm2MoeForCausalLM", "lfm2_moe", load_lfm2_moe,
+       "LFM2's hybrid decoder with experts past num_dense_layers: sigmoid router, expert_bias "
+       "moves the choice, weights renormalised and scaled"},
   };
   return table;
 }
@@ -186,9 +190,6 @@ const std::vector<PlannedArchitecture>& planned_architectures() {
       {"Llama4ForCausalLM",
        "chunked attention, NoPE layers with attention temperature tuning, a sigmoid top-1 router "
        "that scales the expert's input, L2-normed q/k"},
-      {"Lfm2MoeForCausalLM",
-       "LFM2's short gated convolution layers (B * x, CausalConv, C * out) beside attention, "
-       "with a sigmoid router with expert bias"},
       {"Gemma3nForCausalLM",
        "per-layer embeddings, AltUp and Laurel blocks, KV sharing, activation sparsity"},
       {"GraniteMoeHybridForCausalLM", "Mamba2 layers among attention layers, experts"},

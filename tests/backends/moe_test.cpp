@@ -17,6 +17,7 @@ namespace lathe {
 namespace {
 
 using graph::Value;
+using optest::random_tensor;
 
 const Json& goldens() {
   static const Json j =
@@ -45,7 +46,33 @@ graph::Routing routing(const std::string& name) {
   if (name == "sigmoid") return graph::Routing::Sigmoid;
   if (name == "softmax_greedy") return graph::Routing::SoftmaxGreedy;
   if (name == "softmax_biased") return graph::Routing::SoftmaxBiased;
+  if (name == "sigmoid_topk") return graph::Routing::SigmoidTopK;
   throw std::runtime_error("routes.json: unknown routing " + name);
+}
+
+// Gemma4TextRouter's per_expert_scale: each chosen weight, after the renormalisation, times its
+// expert's scale; the choice is that of the route without it.
+TEST(Route, ExpertScaleMultipliesEachChosenWeight) {
+  const int64_t tokens = 5, experts = 6, k = 2;
+  const Tensor logits = random_tensor({tokens, experts}, 41, 2.0f);
+  const Tensor scale = random_tensor({experts}, 42);
+  const optest::Build build = [&](graph::Builder& g) {
+    const graph::Builder::RouteParams p{.top_k = k, .norm_topk = true};
+    return std::vector{g.route(g.weight(logits), p),
+                       g.route(g.weight(logits), p, {}, g.weight(scale))};
+  };
+  for (bool reference : {true, false}) {
+    ThreadPool pool(reference ? 1 : 3);
+    const optest::Outcome o =
+        optest::run(cpu_backend(reference), pool, optest::Mode::Planned, build, optest::Step{});
+    const float *plain = o.values.at(0).data<float>(), *scaled = o.values.at(1).data<float>();
+    for (int64_t i = 0; i < tokens * k; ++i) {
+      const float id = plain[tokens * k + i];
+      ASSERT_EQ(scaled[tokens * k + i], id);
+      EXPECT_EQ(scaled[i], plain[i] * scale.data<float>()[static_cast<int64_t>(id)]) << i;
+      EXPECT_NE(scaled[i], plain[i]) << i;
+    }
+  }
 }
 
 TEST(Route, MatchesTransformersRouters) {
@@ -84,7 +111,7 @@ TEST(Route, MatchesTransformersRouters) {
       }
     ++cases;
   }
-  EXPECT_GE(cases, 20);
+  EXPECT_GE(cases, 23);
 }
 
 // GptOssExperts._apply_gate: gate clamped above at the limit, up on both sides, then
@@ -114,7 +141,6 @@ TEST(ClampedSwiglu, MatchesGptOssApplyGate) {
 // An Experts node with biases and the clamped SwiGLU against the definition in double: for each
 // token, the sum over its k experts of weight * (down (glu(gate x + bg, up x + bu)) + bd).
 TEST(Experts, BiasesAndClampedSwigluMatchDefinition) {
-  using optest::random_tensor;
   const int64_t tokens = 5, dim = 7, inter = 6, experts = 4, k = 2;
   const graph::ExpertGluParams glu{graph::ExpertGlu::ClampedSwiglu, 0.8f, 1.3f};
   const Tensor x = random_tensor({tokens, dim}, 71), router = random_tensor({experts, dim}, 72);
@@ -175,7 +201,6 @@ TEST(Experts, BiasesAndClampedSwigluMatchDefinition) {
 // The graph hash (a plan cache's key) tells apart what changes the numbers: the glu kind, its
 // limit and alpha, the experts' biases and an attention's sinks.
 TEST(Experts, GluBiasesAndSinksEnterTheGraphHash) {
-  using optest::random_tensor;
   const Tensor x = random_tensor({3, 8}, 1), router = random_tensor({4, 8}, 2);
   const Tensor gate = random_tensor({5, 8}, 3), up = random_tensor({5, 8}, 4);
   const Tensor down = random_tensor({8, 5}, 5), bias = random_tensor({5}, 6);

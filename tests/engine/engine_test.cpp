@@ -266,7 +266,7 @@ TEST_P(RecurrentFixture, StateDoesNotGrowWithTheSequence) {
 INSTANTIATE_TEST_SUITE_P(Engine, RecurrentFixture,
                          ::testing::Values("qwen3_next_moe_hybrid", "qwen3_5_dense_interval3_tied",
                                            "qwen3_5_moe_hybrid", "mamba2_groups", "mamba2_tied",
-                                           "lfm2_tied_conv_attn"),
+                                           "lfm2_tied_conv_attn", "lfm2_moe_expert_bias_dense2"),
                          [](const auto& info) { return info.param; });
 
 TEST(Engine, SlidingWindowStateIsSizedByTheWindow) {

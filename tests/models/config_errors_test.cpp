@@ -187,6 +187,28 @@ TEST(ConfigErrors, Lfm2) {
       "lfm2_tied_conv_attn", [](Json& c) { c["tie_embedding"] = false; }, "lm_head.weight");
 }
 
+// Lfm2MoeConfig: layer_types has no default; the expert counts must describe the checkpoint.
+TEST(ConfigErrors, Lfm2Moe) {
+  expect_error(
+      "lfm2_moe_expert_bias_dense2", [](Json& c) { c.erase("layer_types"); },
+      "field \"layer_types\" is missing");
+  expect_error(
+      "lfm2_moe_expert_bias_dense2", [](Json& c) { c["num_experts_per_tok"] = 9; },
+      "field \"num_experts_per_tok\" is 9, more than the 8 experts (\"num_experts\")");
+  expect_error(
+      "lfm2_moe_expert_bias_dense2", [](Json& c) { c["num_dense_layers"] = -1; },
+      "field \"num_dense_layers\" is -1, out of range");
+  // num_dense_layers picks the dense layers and use_expert_bias the bias tensors: other values
+  // ask for tensors the checkpoint does not have, or leave some unused.
+  EXPECT_NE(load_error("lfm2_moe_expert_bias_dense2", [](Json& c) { c["num_dense_layers"] = 1; }),
+            "");
+  EXPECT_NE(
+      load_error("lfm2_moe_expert_bias_dense2", [](Json& c) { c["use_expert_bias"] = false; }), "");
+  EXPECT_NE(
+      load_error("lfm2_moe_nobias_nonorm_untied", [](Json& c) { c["use_expert_bias"] = true; }),
+      "");
+}
+
 TEST(ConfigErrors, CrossAttention) {
   for (const char* fixture : {"gpt2_tied", "gpt_bigcode_mqa_tied"})
     expect_error(
@@ -369,10 +391,16 @@ TEST(ConfigErrors, Mamba2) {
 TEST(ConfigErrors, Gemma4) {
   expect_error(
       "gemma4_text_keqv_tied", [](Json& c) { c["enable_moe_block"] = true; },
-      "field \"enable_moe_block\" is true");
+      "field \"num_experts\" is missing (enable_moe_block is true)");
   expect_error(
-      "gemma4_text_keqv_tied", [](Json& c) { c["use_bidirectional_attention"] = "vision"; },
-      "field \"use_bidirectional_attention\" is \"vision\"");
+      "gemma4_text_moe", [](Json& c) { c["top_k_experts"] = 6; },
+      "field \"top_k_experts\" is 6, more than the 5 experts");
+  expect_error(
+      "gemma4_text_keqv_tied", [](Json& c) { c["use_bidirectional_attention"] = "all"; },
+      "field \"use_bidirectional_attention\" is \"all\"");
+  EXPECT_EQ(load_error("gemma4_text_keqv_tied",
+                       [](Json& c) { c["use_bidirectional_attention"] = "vision"; }),
+            "");
   expect_error(
       "gemma4_text_keqv_tied", [](Json& c) { c["attention_bias"] = true; },
       "field \"attention_bias\" is true");

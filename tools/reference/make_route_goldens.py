@@ -5,7 +5,8 @@ logits full of ties, the reference for lathe's Route op (tests/backends/moe_test
 - topk: torch.topk(values, k, sorted) on CPU for vectors of few distinct values, so that the
   order among equal values (which torch leaves to its partial sort) is pinned down;
 - routers: the router modules of transformers (MixtralTopKRouter, Qwen2MoeTopKRouter,
-  GraniteMoeTopKRouter, DeepseekV2TopkRouter, DeepseekV3TopkRouter, Ernie4_5_MoeTopKRouter)
+  GraniteMoeTopKRouter, DeepseekV2TopkRouter, DeepseekV3TopkRouter, Ernie4_5_MoeTopKRouter,
+  Lfm2MoeTopKRouter)
   called on hidden states equal to the logits
   with an identity router weight, so their logits are exactly the given ones.
 
@@ -21,6 +22,7 @@ from transformers.models.deepseek_v2.modeling_deepseek_v2 import DeepseekV2TopkR
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3TopkRouter
 from transformers.models.ernie4_5_moe.modeling_ernie4_5_moe import Ernie4_5_MoeTopKRouter
 from transformers.models.granitemoe.modeling_granitemoe import GraniteMoeTopKRouter
+from transformers.models.lfm2_moe.modeling_lfm2_moe import Lfm2MoeTopKRouter
 from transformers.models.mixtral.modeling_mixtral import MixtralTopKRouter
 from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeTopKRouter
 
@@ -99,6 +101,20 @@ def router_cases(gen):
             router.moe_statics.e_score_correction_bias.copy_(bias.view(1, -1))
         case = run("softmax_biased", router, logits, k, norm_eps=norm_min)
         case["bias"] = bias.tolist()
+        cases.append(case)
+    # Lfm2MoeTopKRouter takes the expert bias as an argument (its block holds the buffer).
+    for experts, k, use_bias, norm, scale in [(8, 3, True, True, 1.5), (6, 4, False, True, 1.0),
+                                              (12, 5, True, False, 2.0)]:
+        logits = tie_values(gen, (5, experts), 3) - 0.25
+        bias = tie_values(gen, (experts,), 2) - 0.125
+        router = identity_router(Lfm2MoeTopKRouter(transformers.Lfm2MoeConfig(
+            hidden_size=experts, num_experts=experts, num_experts_per_tok=k,
+            use_expert_bias=use_bias, norm_topk_prob=norm, routed_scaling_factor=scale)), experts)
+        case = run("sigmoid_topk", lambda x: router(x, bias if use_bias else None), logits, k,
+                   norm=norm, scale=scale, norm_eps=1e-6)
+        case["module"] = type(router).__name__
+        if use_bias:
+            case["bias"] = bias.tolist()
         cases.append(case)
     return cases
 

@@ -14,7 +14,7 @@ listed in SKIP: Bloom's attention and MLP modules add the residual themselves.
 import contextlib
 
 ATTENTION = ("self_attn", "attn", "attention", "self_attention", "linear_attn", "mixer")
-MLP = ("mlp", "block_sparse_moe")
+MLP = ("mlp", "block_sparse_moe", "feed_forward")
 SKIP = {"BloomForCausalLM"}
 
 
@@ -67,6 +67,8 @@ def record_routes(model):
     for i, layer in enumerate(decoder_layers(model)):
         block = next((getattr(layer, n) for n in MLP if hasattr(layer, n)), None)
         experts = getattr(block, "experts", None) if block is not None else None
+        if experts is None:  # Gemma4: the experts beside the MLP, on the layer itself
+            experts = getattr(layer, "experts", None)
         if experts is None:
             continue
 

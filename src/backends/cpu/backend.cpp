@@ -430,7 +430,7 @@ class CpuBackend : public Backend {
         return;
       case Op::Route:
         cpu::route(x->data<float>(), f32(a.inputs[1]), x->dim(0), x->dim(1), n.params,
-                   a.out.mut<float>(), a.workspace);
+                   a.out.mut<float>(), a.workspace, f32(a.inputs[2]));
         return;
       case Op::Experts: {
         const int64_t experts = static_cast<int64_t>(a.inputs.size() - 2) / graph::kExpertInputs;

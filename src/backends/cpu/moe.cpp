@@ -99,6 +99,13 @@ void grouped_choice(const float* choice, int64_t experts, const graph::Params& p
   torch_topk(r.masked, experts, p.top_k, false, ids, r.pairs);
 }
 
+// The sigmoid routers' scores and what they choose by: score + bias (the bias may be absent).
+void sigmoid_scores(const float* logits, const float* bias, int64_t experts, float* scores,
+                    float* choice) {
+  for (int64_t e = 0; e < experts; ++e) scores[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+  for (int64_t e = 0; e < experts; ++e) choice[e] = scores[e] + (bias ? bias[e] : 0.0f);
+}
+
 }  // namespace
 
 size_t route_workspace_floats(int64_t experts, int64_t k, int64_t groups) {
@@ -107,7 +114,7 @@ size_t route_workspace_floats(int64_t experts, int64_t k, int64_t groups) {
 }
 
 void route(const float* logits, const float* bias, int64_t tokens, int64_t experts,
-           const graph::Params& p, float* out, float* workspace) {
+           const graph::Params& p, float* out, float* workspace, const float* expert_scale) {
   const int64_t k = p.top_k;
   RouteScratch r = carve_route(workspace, experts, k, std::max<int64_t>(p.groups, 1));
   float* scores = r.scores;
@@ -141,9 +148,13 @@ void route(const float* logits, const float* bias, int64_t tokens, int64_t exper
         for (int64_t j = 0; j < k; ++j) w[j] /= sum;
         break;
       }
+      case graph::Routing::SigmoidTopK:
+        sigmoid_scores(l, bias, experts, scores, r.choice);
+        torch_topk(r.choice, experts, k, true, ids, r.pairs);
+        for (int64_t j = 0; j < k; ++j) w[j] = scores[ids[j]];
+        break;
       case graph::Routing::Sigmoid: {
-        for (int64_t e = 0; e < experts; ++e) scores[e] = 1.0f / (1.0f + std::exp(-l[e]));
-        for (int64_t e = 0; e < experts; ++e) r.choice[e] = scores[e] + (bias ? bias[e] : 0.0f);
+        sigmoid_scores(l, bias, experts, scores, r.choice);
         grouped_choice(r.choice, experts, p, ids, r);
         for (int64_t j = 0; j < k; ++j) w[j] = scores[ids[j]];
         break;
@@ -157,6 +168,8 @@ void route(const float* logits, const float* bias, int64_t tokens, int64_t exper
     }
     if (p.scale != 1)
       for (int64_t j = 0; j < k; ++j) w[j] *= p.scale;
+    if (expert_scale)  // Gemma4TextRouter: top_k_weights * per_expert_scale[top_k_index]
+      for (int64_t j = 0; j < k; ++j) w[j] *= expert_scale[ids[j]];
     for (int64_t j = 0; j < k; ++j) out[tokens * k + t * k + j] = static_cast<float>(ids[j]);
   }
 }

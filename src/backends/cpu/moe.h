@@ -22,10 +22,12 @@ using TopkPair = std::pair<float, int64_t>;
 void torch_topk(const float* v, int64_t n, int64_t k, bool sorted, int64_t* out, TopkPair* scratch);
 
 // Route (graph.h): logits [tokens, experts] (+ bias [experts]) -> out [2, tokens, k], with
-// route_workspace_floats() floats of scratch (8-byte aligned).
+// route_workspace_floats() floats of scratch (8-byte aligned); each weight last times
+// expert_scale of its expert where that is given.
 size_t route_workspace_floats(int64_t experts, int64_t k, int64_t groups);
 void route(const float* logits, const float* bias, int64_t tokens, int64_t experts,
-           const graph::Params& p, float* out, float* workspace);
+           const graph::Params& p, float* out, float* workspace,
+           const float* expert_scale = nullptr);
 
 struct ExpertsArgs {
   const float* x;      // [tokens, dim]
