@@ -55,6 +55,7 @@ std::unique_ptr<Model> load_cohere2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_ministral3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gpt_oss(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_mamba2(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_granitemoehybrid(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gemma4(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
@@ -166,6 +167,9 @@ const std::vector<ArchitectureEntry>& architectures() {
       {"Mamba2ForCausalLM", "mamba2", load_mamba2,
        "Mamba2 SSM layers: causal conv over xBC, the selective scan (Ssd op) with its state, "
        "gated RMSNorm per group; backbone.* names, tie_word_embeddings"},
+      {"GraniteMoeHybridForCausalLM", "granitemoehybrid", load_granitemoehybrid,
+       "Granite's multipliers; Mamba2 or attention layers (layer_types), experts (softmax over "
+       "the top-k logits) plus a shared MLP; rotary only with position_embedding_type rope"},
       {"Lfm2ForCausalLM", "lfm2", load_lfm2,
        "hybrid: short gated convolution layers (B * x, causal conv state, C * out) beside "
        "attention with per-head q/k norms; SwiGLU sized by block_auto_adjust_ff_dim"},
@@ -192,7 +196,6 @@ const std::vector<PlannedArchitecture>& planned_architectures() {
        "that scales the expert's input, L2-normed q/k"},
       {"Gemma3nForCausalLM",
        "per-layer embeddings, AltUp and Laurel blocks, KV sharing, activation sparsity"},
-      {"GraniteMoeHybridForCausalLM", "Mamba2 layers among attention layers, experts"},
       {"FalconH1ForCausalLM", "parallel Mamba2 and attention in each layer, muP multipliers"},
       {"NemotronHForCausalLM", "Mamba2, attention and MLP layers by hybrid_override_pattern"},
       {"DeepseekV4ForCausalLM",

@@ -88,6 +88,7 @@ const std::vector<std::string> kFixtures = {
     "gpt_oss_sliding_yarn_defaults",        // attention sinks, sliding rings, biased experts
     "mamba2_groups",                        // recurrent (SSM) layers only
     "lfm2_untied_bias_full_attn_idxs",      // short convolutions (state) beside attention
+    "granitemoehybrid_dense_nope_tied",     // Mamba2 beside attention without rotary
     "gemma4_text_kv_shared",                // layers attending over another layer's cache
 };
 
@@ -266,7 +267,8 @@ TEST_P(RecurrentFixture, StateDoesNotGrowWithTheSequence) {
 INSTANTIATE_TEST_SUITE_P(Engine, RecurrentFixture,
                          ::testing::Values("qwen3_next_moe_hybrid", "qwen3_5_dense_interval3_tied",
                                            "qwen3_5_moe_hybrid", "mamba2_groups", "mamba2_tied",
-                                           "lfm2_tied_conv_attn", "lfm2_moe_expert_bias_dense2"),
+                                           "lfm2_tied_conv_attn", "lfm2_moe_expert_bias_dense2",
+                                           "granitemoehybrid_moe_rope"),
                          [](const auto& info) { return info.param; });
 
 TEST(Engine, SlidingWindowStateIsSizedByTheWindow) {

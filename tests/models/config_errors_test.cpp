@@ -386,6 +386,52 @@ TEST(ConfigErrors, Mamba2) {
   EXPECT_EQ(load_error("mamba2_tied", [](Json& c) { c["time_step_limit"] = {0.0, nullptr}; }), "");
 }
 
+// GraniteMoeHybridConfig: layer types by their legacy and current names, the Mamba2 head
+// arithmetic of validate_architecture, and the two position embedding types it builds.
+TEST(ConfigErrors, GraniteMoeHybrid) {
+  expect_error(
+      "granitemoehybrid_moe_rope",
+      [](Json& c) {
+        c["layer_types"] = {"mamba", "attention", "moe", "mamba"};
+      },
+      "layer_types[2] is \"moe\"");
+  expect_error(
+      "granitemoehybrid_moe_rope",
+      [](Json& c) {
+        c["layer_types"] = {"mamba", "attention"};
+      },
+      "field \"layer_types\" must list 4 layer types");
+  expect_error(
+      "granitemoehybrid_moe_rope", [](Json& c) { c["mamba_n_heads"] = 3; },
+      "mamba_n_heads 3 must divide mamba_expand * hidden_size (64)");
+  expect_error(
+      "granitemoehybrid_dense_nope_tied", [](Json& c) { c["mamba_d_head"] = 8; },
+      "mamba_d_head * mamba_n_heads (24) must equal mamba_expand * hidden_size (48)");
+  expect_error(
+      "granitemoehybrid_moe_rope", [](Json& c) { c["mamba_n_groups"] = 3; },
+      "mamba_n_heads 4 is not a multiple of mamba_n_groups 3");
+  expect_error(
+      "granitemoehybrid_moe_rope", [](Json& c) { c["position_embedding_type"] = "alibi"; },
+      "field \"position_embedding_type\" is \"alibi\"");
+  expect_error(
+      "granitemoehybrid_moe_rope", [](Json& c) { c["num_experts_per_tok"] = 7; },
+      "num_experts_per_tok");
+  expect_error(
+      "granitemoehybrid_dense_nope_tied",
+      [](Json& c) {
+        c["time_step_limit"] = {0.5, 0.1};
+      },
+      "field \"time_step_limit\" is [0.5,0.1]");
+  // Layer types under the attribute name, and the current names, load.
+  EXPECT_EQ(load_error("granitemoehybrid_moe_rope",
+                       [](Json& c) {
+                         c.erase("layer_types");
+                         c["layers_block_type"] = {"linear_attention", "full_attention",
+                                                   "linear_attention", "linear_attention"};
+                       }),
+            "");
+}
+
 // Gemma4TextConfig fields lathe does not implement are errors naming them; KV sharing needs a
 // producing layer of each shared type.
 TEST(ConfigErrors, Gemma4) {

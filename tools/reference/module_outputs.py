@@ -13,7 +13,7 @@ listed in SKIP: Bloom's attention and MLP modules add the residual themselves.
 """
 import contextlib
 
-ATTENTION = ("self_attn", "attn", "attention", "self_attention", "linear_attn", "mixer")
+ATTENTION = ("self_attn", "attn", "attention", "self_attention", "linear_attn", "mixer", "mamba")
 MLP = ("mlp", "block_sparse_moe", "feed_forward")
 SKIP = {"BloomForCausalLM"}
 
@@ -38,7 +38,9 @@ def record(model):
     if arch not in SKIP:
         for i, layer in enumerate(decoder_layers(model)):
             for names, tag in ((ATTENTION, "attn_out"), (MLP, "mlp_out")):
-                child = next((getattr(layer, n) for n in names if hasattr(layer, n)), None)
+                # The first that is set (a hybrid layer holds None for the mixer it lacks).
+                child = next((c for c in (getattr(layer, n, None) for n in names) if c is not None),
+                             None)
                 if child is None:
                     continue
 
@@ -65,7 +67,7 @@ def record_routes(model):
     routes = []
     handles = []
     for i, layer in enumerate(decoder_layers(model)):
-        block = next((getattr(layer, n) for n in MLP if hasattr(layer, n)), None)
+        block = next((c for c in (getattr(layer, n, None) for n in MLP) if c is not None), None)
         experts = getattr(block, "experts", None) if block is not None else None
         if experts is None:  # Gemma4: the experts beside the MLP, on the layer itself
             experts = getattr(layer, "experts", None)
