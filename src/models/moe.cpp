@@ -9,6 +9,7 @@ MoeWeights load_moe(Weights& w, const std::string& prefix, int64_t hidden, const
   MoeWeights m;
   m.router = w.matrix(prefix + names.router, {s.experts, hidden});
   if (!names.gate_up.empty()) {
+    if (!s.gated) fail("internal: load_moe: fused gate_up tensors for ungated experts");
     const Tensor gate_up = w.matrix(prefix + names.gate_up, {s.experts, 2 * s.inter, hidden});
     const Tensor down = w.matrix(prefix + names.down_fused, {s.experts, hidden, s.inter});
     for (int64_t e = 0; e < s.experts; ++e) {
@@ -20,13 +21,14 @@ MoeWeights load_moe(Weights& w, const std::string& prefix, int64_t hidden, const
   } else {
     for (int64_t e = 0; e < s.experts; ++e) {
       const std::string p = cat(prefix, names.experts, e, ".");
-      m.experts.push_back({.gate = w.matrix(p + names.gate + ".weight", {s.inter, hidden}),
-                           .up = w.matrix(p + names.up + ".weight", {s.inter, hidden}),
-                           .down = w.matrix(p + names.down + ".weight", {hidden, s.inter})});
+      m.experts.push_back(
+          {.gate = s.gated ? w.matrix(p + names.gate + ".weight", {s.inter, hidden}) : Tensor{},
+           .up = w.matrix(p + names.up + ".weight", {s.inter, hidden}),
+           .down = w.matrix(p + names.down + ".weight", {hidden, s.inter})});
     }
   }
   if (s.shared_inter > 0)
-    m.shared = load_gated_mlp(w, prefix + names.shared, hidden, s.shared_inter);
+    m.shared = load_gated_mlp(w, prefix + names.shared, hidden, s.shared_inter, {.gated = s.gated});
   if (s.shared_gate) m.shared_gate = w.matrix(prefix + names.shared_gate, {1, hidden});
   if (s.correction_bias)
     m.correction_bias =

@@ -24,6 +24,8 @@ struct MoeSpec {
   int64_t groups = 1, top_groups = 1;  // n_group, topk_group (Sigmoid routing)
   bool correction_bias = false;        // e_score_correction_bias moves the choice (sigmoid routers)
   graph::Activation act = graph::Activation::Silu;
+  // false: experts (and the shared expert) are down(act(up(x))), with no gate (NemotronH).
+  bool gated = true;
   graph::ExpertGluParams glu = {};  // GptOss: the clamped SwiGLU (swiglu_limit, swiglu_alpha)
   int64_t shared_inter = 0;         // a shared expert's intermediate size (0: none)
   bool shared_gate = false;         // Qwen2Moe: sigmoid(shared_expert_gate(x)) * shared_expert(x)

@@ -56,6 +56,7 @@ std::unique_ptr<Model> load_ministral3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gpt_oss(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_mamba2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_granitemoehybrid(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_nemotron_h(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gemma4(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
@@ -170,6 +171,10 @@ const std::vector<ArchitectureEntry>& architectures() {
       {"GraniteMoeHybridForCausalLM", "granitemoehybrid", load_granitemoehybrid,
        "Granite's multipliers; Mamba2 or attention layers (layer_types), experts (softmax over "
        "the top-k logits) plus a shared MLP; rotary only with position_embedding_type rope"},
+      {"NemotronHForCausalLM", "nemotron_h", load_nemotron_h,
+       "one mixer per layer by layers_block_type or hybrid_override_pattern: Mamba2, attention "
+       "without rotary, relu2 MLP, or ungated experts with a grouped sigmoid router and a "
+       "shared expert"},
       {"Lfm2ForCausalLM", "lfm2", load_lfm2,
        "hybrid: short gated convolution layers (B * x, causal conv state, C * out) beside "
        "attention with per-head q/k norms; SwiGLU sized by block_auto_adjust_ff_dim"},
@@ -197,7 +202,6 @@ const std::vector<PlannedArchitecture>& planned_architectures() {
       {"Gemma3nForCausalLM",
        "per-layer embeddings, AltUp and Laurel blocks, KV sharing, activation sparsity"},
       {"FalconH1ForCausalLM", "parallel Mamba2 and attention in each layer, muP multipliers"},
-      {"NemotronHForCausalLM", "Mamba2, attention and MLP layers by hybrid_override_pattern"},
       {"DeepseekV4ForCausalLM",
        "hyper-connections, compressed sparse attention (HCA / CSA compressors, an indexer that "
        "picks the keys), a hash router beside the top-k one"},

@@ -432,6 +432,35 @@ TEST(ConfigErrors, GraniteMoeHybrid) {
             "");
 }
 
+// NemotronHConfig: layer kinds by pattern or list, and what lathe does not build yet.
+TEST(ConfigErrors, NemotronH) {
+  expect_error(
+      "nemotron_h_pattern_moe_groups", [](Json& c) { c["hybrid_override_pattern"] = "ME*M-X"; },
+      "field \"hybrid_override_pattern\" holds 'X'");
+  expect_error(
+      "nemotron_h_dense_biases",
+      [](Json& c) {
+        c["layers_block_type"] = {"linear_attention", "sliding_attention", "mlp"};
+      },
+      "layers_block_type[1] is \"sliding_attention\"");
+  expect_error(
+      "nemotron_h_pattern_moe_groups", [](Json& c) { c["moe_latent_size"] = 16; },
+      "field \"moe_latent_size\" is 16");
+  expect_error(
+      "nemotron_h_pattern_moe_groups", [](Json& c) { c["sliding_window"] = 8; },
+      "field \"sliding_window\" is 8");
+  expect_error(
+      "nemotron_h_pattern_moe_groups", [](Json& c) { c["n_groups"] = 3; },
+      "mamba_num_heads 4 is not a multiple of n_groups 3");
+  expect_error(
+      "nemotron_h_pattern_moe_groups", [](Json& c) { c["num_experts_per_tok"] = 9; },
+      "num_experts_per_tok");
+  // A pattern longer than the checkpoint's layers names the first tensor it lacks.
+  expect_error(
+      "nemotron_h_pattern_moe_groups", [](Json& c) { c["hybrid_override_pattern"] = "ME*M-EE"; },
+      "backbone.layers.6.norm.weight");
+}
+
 // Gemma4TextConfig fields lathe does not implement are errors naming them; KV sharing needs a
 // producing layer of each shared type.
 TEST(ConfigErrors, Gemma4) {

@@ -37,7 +37,9 @@ def record(model):
     arch = (model.config.architectures or [type(model).__name__])[0]
     if arch not in SKIP:
         for i, layer in enumerate(decoder_layers(model)):
-            for names, tag in ((ATTENTION, "attn_out"), (MLP, "mlp_out")):
+            # NemotronH: a layer's one `mixer` is an MLP or MoE block on "mlp" / "moe" layers.
+            mixes = getattr(layer, "block_type", None) not in ("mlp", "moe")
+            for names, tag in ((ATTENTION, "attn_out" if mixes else "mlp_out"), (MLP, "mlp_out")):
                 # The first that is set (a hybrid layer holds None for the mixer it lacks).
                 child = next((c for c in (getattr(layer, n, None) for n in names) if c is not None),
                              None)
@@ -71,6 +73,8 @@ def record_routes(model):
         experts = getattr(block, "experts", None) if block is not None else None
         if experts is None:  # Gemma4: the experts beside the MLP, on the layer itself
             experts = getattr(layer, "experts", None)
+        if experts is None:  # NemotronH: a layer whose one mixer is the MoE block
+            experts = getattr(getattr(layer, "mixer", None), "experts", None)
         if experts is None:
             continue
 
