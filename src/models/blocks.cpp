@@ -31,6 +31,7 @@ Value self_attention(Builder& g, Value x, const AttentionWeights& w, const Atten
     gate = g.reshape(g.slice(qg, s.head_dim, s.head_dim), {n, s.heads * s.head_dim});
   }
   Value k = linear(g, x, w.k, w.k_bias);
+  if (s.key_scale != 1) k = g.scale(k, s.key_scale);
   Value v = linear(g, x, w.v, w.v_bias);
   auto clip = [&] {
     q = g.clamp(q, s.clip_qkv);

@@ -203,7 +203,7 @@ std::unique_ptr<Model> load_granitemoehybrid(const Checkpoint& ckpt, const Model
     fail(f.origin(), ": mamba_d_head * mamba_n_heads (", m.head_dim * m.heads,
          ") must equal mamba_expand * hidden_size (", inter, ")");
   m.eps = b.rms_norm_eps;
-  m.use_bias = f.get_or<bool>("mamba_proj_bias", false);
+  m.in_bias = m.out_bias = f.get_or<bool>("mamba_proj_bias", false);
   m.use_conv_bias = f.get_or<bool>("mamba_conv_bias", true);
   m.act = b.mlp_act;
   check_mamba2_mixer_spec(

@@ -40,6 +40,7 @@ struct AttentionSpec {
   // Qwen3Next, Qwen3.5: q_proj gives each head its query and then as many gate values; the
   // attention output is multiplied by sigmoid(gate) before o_proj.
   bool output_gate = false;
+  float key_scale = 1;  // FalconH1 key_multiplier: k_proj's output times this, before rotary
 };
 
 struct AttentionWeights {

@@ -105,7 +105,7 @@ std::unique_ptr<Model> load_mamba2(const Checkpoint& ckpt, const ModelOptions& o
   m.conv_kernel = f.get_or<int64_t>("conv_kernel", 4);
   const int64_t expand = f.get_or<int64_t>("expand", 2);
   m.eps = static_cast<float>(f.get_or<double>("layer_norm_epsilon", 1e-5));
-  m.use_bias = f.get_or<bool>("use_bias", false);
+  m.in_bias = m.out_bias = f.get_or<bool>("use_bias", false);
   m.use_conv_bias = f.get_or<bool>("use_conv_bias", true);
   c.tie_word_embeddings = f.get_or<bool>("tie_word_embeddings", false);
   m.act = read_activation(f, "hidden_act", "silu", c.architecture);

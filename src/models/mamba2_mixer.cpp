@@ -39,15 +39,15 @@ Mamba2MixerWeights load_mamba2_mixer(Weights& w, const std::string& m, const Mam
   const int64_t h = s.hidden, inter = s.intermediate(), heads = s.heads;
   const int64_t proj = inter + s.conv_dim() + heads;
   l.in_proj = w.matrix(m + "in_proj.weight", {proj, h});
-  if (s.use_bias) l.in_bias = w.vector(m + "in_proj.bias", {proj});
+  if (s.in_bias) l.in_bias = w.vector(m + "in_proj.bias", {proj});
   l.conv = w.vector(m + "conv1d.weight", {s.conv_dim(), 1, s.conv_kernel});
   if (s.use_conv_bias) l.conv_bias = w.vector(m + "conv1d.bias", {s.conv_dim()});
   l.dt_bias = w.vector(m + "dt_bias", {heads});
   l.a_log = w.vector(m + "A_log", {heads});
   l.d = w.vector(m + "D", {heads});
-  l.norm = w.vector(m + "norm.weight", {inter});
+  if (s.gated_norm != Mamba2GatedNorm::GateOnly) l.norm = w.vector(m + "norm.weight", {inter});
   l.out_proj = w.matrix(m + "out_proj.weight", {h, inter});
-  if (s.use_bias) l.out_bias = w.vector(m + "out_proj.bias", {h});
+  if (s.out_bias) l.out_bias = w.vector(m + "out_proj.bias", {h});
   return l;
 }
 
@@ -61,11 +61,17 @@ namespace blocks {
 Value mamba2_mixer(Builder& g, Value x, const Mamba2MixerWeights& w, const Mamba2MixerSpec& s,
                    int64_t layer, const std::string& p) {
   const int64_t n = g.dim(x, 0), inter = s.intermediate(), bc = s.bc_dim();
+  const std::array<float, 5>& m = s.section_scales;
+  auto scaled = [&](Value v, float f) { return f != 1 ? g.scale(v, f) : v; };
   // Mamba2Mixer.torch_forward: in_proj splits into [gate | xBC | dt].
-  const Value proj = linear(g, x, w.in_proj, w.in_bias);
-  const Value gate = g.slice(proj, 0, inter);
+  const Value proj = linear(g, scaled(x, s.in_scale), w.in_proj, w.in_bias);
+  const Value gate = scaled(g.slice(proj, 0, inter), m[0]);
   Value xbc = g.slice(proj, inter, s.conv_dim());
-  const Value dt = g.slice(proj, inter + s.conv_dim(), s.heads);
+  if (m[1] != 1 || m[2] != 1 || m[3] != 1)  // FalconH1's mup_vector on x, B and C
+    xbc = g.concat(
+        g.concat(scaled(g.slice(xbc, 0, inter), m[1]), scaled(g.slice(xbc, inter, bc), m[2])),
+        scaled(g.slice(xbc, inter + bc, bc), m[3]));
+  const Value dt = scaled(g.slice(proj, inter + s.conv_dim(), s.heads), m[4]);
   xbc = g.activation(s.act, g.causal_conv(xbc, g.weight(w.conv), g.weight(w.conv_bias),
                                           {.layer = layer, .slot = 0}));
   const Value xs = g.reshape(g.slice(xbc, 0, inter), {n, s.heads, s.head_dim});
@@ -74,10 +80,24 @@ Value mamba2_mixer(Builder& g, Value x, const Mamba2MixerWeights& w, const Mamba
   Value y = g.ssd(xs, dt, g.weight(w.a_log), g.weight(w.dt_bias), b, c, g.weight(w.d), s.dt_min,
                   s.dt_max, {.layer = layer, .slot = 1});
   g.name(y, p + "attn");
-  // The gated norm: (y * silu(gate)), then an RMSNorm per group of channels.
-  y = g.act_mul(graph::Activation::Silu, gate, g.reshape(y, {n, inter}));
-  y = g.rms_norm(g.reshape(y, {n, s.n_groups, inter / s.n_groups}), g.weight(w.norm), s.eps);
-  return g.name(linear(g, g.reshape(y, {n, inter}), w.out_proj, w.out_bias), p + "attn_out");
+  y = g.reshape(y, {n, inter});
+  auto group_norm = [&](Value v) {  // an RMSNorm per group of inter / n_groups channels
+    return g.reshape(
+        g.rms_norm(g.reshape(v, {n, s.n_groups, inter / s.n_groups}), g.weight(w.norm), s.eps),
+        {n, inter});
+  };
+  switch (s.gated_norm) {
+    case Mamba2GatedNorm::GateThenNorm:
+      y = group_norm(g.act_mul(graph::Activation::Silu, gate, y));
+      break;
+    case Mamba2GatedNorm::NormThenGate:
+      y = g.act_mul(graph::Activation::Silu, gate, group_norm(y));
+      break;
+    case Mamba2GatedNorm::GateOnly:
+      y = g.act_mul(graph::Activation::Silu, gate, y);
+      break;
+  }
+  return g.name(linear(g, y, w.out_proj, w.out_bias), p + "attn_out");
 }
 
 }  // namespace blocks

@@ -17,13 +17,25 @@
 
 namespace lathe {
 
+// How the mixer joins its scan output y with the gate z before out_proj:
+//   GateThenNorm: norm(y * silu(z)) per group (Mamba2, GraniteMoeHybrid, NemotronH, FalconH1
+//                 with mamba_norm_before_gate false);
+//   NormThenGate: norm(y) * silu(z) (FalconH1's default mamba_norm_before_gate);
+//   GateOnly:     y * silu(z), no norm (FalconH1 with mamba_rms_norm false).
+enum class Mamba2GatedNorm : uint8_t { GateThenNorm, NormThenGate, GateOnly };
+
 struct Mamba2MixerSpec {
   int64_t hidden = 0;
   int64_t heads = 0, head_dim = 0, state_size = 0, n_groups = 0, conv_kernel = 0;
-  float eps = 0;  // the gated norm's
-  bool use_bias = false, use_conv_bias = true;
-  graph::Activation act = graph::Activation::Silu;  // after the convolution
+  float eps = 0;                                                 // the gated norm's
+  bool in_bias = false, out_bias = false, use_conv_bias = true;  // in_proj, out_proj, conv1d
+  graph::Activation act = graph::Activation::Silu;               // after the convolution
   float dt_min = 0, dt_max = std::numeric_limits<float>::infinity();
+  Mamba2GatedNorm gated_norm = Mamba2GatedNorm::GateThenNorm;
+  // FalconH1: x times in_scale before in_proj (ssm_in_multiplier), and in_proj's sections
+  // z, x, B, C, dt times these (ssm_multipliers, its mup_vector).
+  float in_scale = 1;
+  std::array<float, 5> section_scales = {1, 1, 1, 1, 1};
 
   int64_t intermediate() const { return heads * head_dim; }
   int64_t bc_dim() const { return n_groups * state_size; }  // B's (and C's) columns

@@ -242,7 +242,7 @@ std::unique_ptr<Model> load_nemotron_h(const Checkpoint& ckpt, const ModelOption
   m.n_groups = legacy_or<int64_t>(f, "mamba_n_groups", "n_groups", 8);
   m.conv_kernel = legacy_or<int64_t>(f, "mamba_d_conv", "conv_kernel", 4);
   m.use_conv_bias = legacy_or<bool>(f, "mamba_conv_bias", "use_conv_bias", true);
-  m.use_bias = f.get_or<bool>("use_bias", false);
+  m.in_bias = m.out_bias = f.get_or<bool>("use_bias", false);
   m.eps = c.eps;
   m.act = read_activation(f, "mamba_hidden_act", "silu", c.architecture);
   m.dt_min = static_cast<float>(legacy_or<double>(f, "mamba_dt_min", "time_step_min", 0.001));
