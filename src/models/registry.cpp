@@ -57,6 +57,7 @@ std::unique_ptr<Model> load_gpt_oss(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_mamba2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_granitemoehybrid(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_nemotron_h(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_falcon_h1(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gemma4(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
@@ -175,6 +176,10 @@ const std::vector<ArchitectureEntry>& architectures() {
        "one mixer per layer by layers_block_type or hybrid_override_pattern: Mamba2, attention "
        "without rotary, relu2 MLP, or ungated experts with a grouped sigmoid router and a "
        "shared expert"},
+      {"FalconH1ForCausalLM", "falcon_h1", load_falcon_h1,
+       "a Mamba2 mixer and rotary attention side by side in every layer (both states kept), "
+       "muP multipliers on embeddings, logits, keys, branches, in_proj sections and the MLP; "
+       "the mixer's norm before, after or without its gate"},
       {"Lfm2ForCausalLM", "lfm2", load_lfm2,
        "hybrid: short gated convolution layers (B * x, causal conv state, C * out) beside "
        "attention with per-head q/k norms; SwiGLU sized by block_auto_adjust_ff_dim"},
@@ -201,7 +206,6 @@ const std::vector<PlannedArchitecture>& planned_architectures() {
        "that scales the expert's input, L2-normed q/k"},
       {"Gemma3nForCausalLM",
        "per-layer embeddings, AltUp and Laurel blocks, KV sharing, activation sparsity"},
-      {"FalconH1ForCausalLM", "parallel Mamba2 and attention in each layer, muP multipliers"},
       {"DeepseekV4ForCausalLM",
        "hyper-connections, compressed sparse attention (HCA / CSA compressors, an indexer that "
        "picks the keys), a hash router beside the top-k one"},

@@ -89,6 +89,7 @@ const std::vector<std::string> kFixtures = {
     "mamba2_groups",                        // recurrent (SSM) layers only
     "lfm2_untied_bias_full_attn_idxs",      // short convolutions (state) beside attention
     "granitemoehybrid_dense_nope_tied",     // Mamba2 beside attention without rotary
+    "falcon_h1_gate_then_norm_groups",      // KV and recurrent state in every layer
     "gemma4_text_kv_shared",                // layers attending over another layer's cache
 };
 
@@ -270,7 +271,8 @@ INSTANTIATE_TEST_SUITE_P(Engine, RecurrentFixture,
                                            "qwen3_5_moe_hybrid", "mamba2_groups", "mamba2_tied",
                                            "lfm2_tied_conv_attn", "lfm2_moe_expert_bias_dense2",
                                            "granitemoehybrid_moe_rope",
-                                           "nemotron_h_pattern_moe_groups"),
+                                           "nemotron_h_pattern_moe_groups",
+                                           "falcon_h1_mup_norm_before_gate"),
                          [](const auto& info) { return info.param; });
 
 TEST(Engine, SlidingWindowStateIsSizedByTheWindow) {

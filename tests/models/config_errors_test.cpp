@@ -461,6 +461,31 @@ TEST(ConfigErrors, NemotronH) {
       "backbone.layers.6.norm.weight");
 }
 
+// FalconH1Config: the mixer's width and heads, and the multiplier lists' lengths.
+TEST(ConfigErrors, FalconH1) {
+  expect_error(
+      "falcon_h1_mup_norm_before_gate", [](Json& c) { c["mamba_d_head"] = 10; },
+      "mamba_d_head * mamba_n_heads (40) must equal the mixer's width mamba_d_ssm (48)");
+  expect_error(
+      "falcon_h1_mup_norm_before_gate",
+      [](Json& c) {
+        c["ssm_multipliers"] = {1.0, 2.0};
+      },
+      "field \"ssm_multipliers\" must list 5 numbers");
+  expect_error(
+      "falcon_h1_mup_norm_before_gate",
+      [](Json& c) {
+        c["mlp_multipliers"] = {1.0, "x"};
+      },
+      "field \"mlp_multipliers\" holds \"x\"");
+  expect_error(
+      "falcon_h1_gate_then_norm_groups", [](Json& c) { c["mamba_n_groups"] = 2; },
+      "mamba_n_heads 3 is not a multiple of mamba_n_groups 2");
+  expect_error(
+      "falcon_h1_gate_only_tied_biases", [](Json& c) { c["mamba_d_ssm"] = 40; },
+      "must equal the mixer's width mamba_d_ssm (40)");
+}
+
 // Gemma4TextConfig fields lathe does not implement are errors naming them; KV sharing needs a
 // producing layer of each shared type.
 TEST(ConfigErrors, Gemma4) {
