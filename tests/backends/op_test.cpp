@@ -745,8 +745,10 @@ Step recurrent_step(const std::vector<std::pair<int64_t, int64_t>>& seqs,
 // Slices, causal convolutions and gated delta rules: decode from a carried state, a prompt
 // from zeros, fewer rows than the convolution's memory, two sequences in one step.
 void recurrent_cases(std::vector<Case>& out) {
-  for (auto [shape, start, len] :
+  for (const auto& [shape, first, length] :
        {std::tuple{Shape{1, 64}, 3, 20}, {Shape{7, 3, 13}, 5, 8}, {Shape{5, 12}, 0, 12}}) {
+    // Plain copies: a lambda may not capture structured bindings before C++20 (clang 14).
+    const int64_t start = first, len = length;
     const Tensor x = random_tensor(shape, next_seed());
     out.push_back(
         {"slice_" + label(shape) + "_" + std::to_string(start) + "_" + std::to_string(len),
