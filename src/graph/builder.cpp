@@ -359,7 +359,7 @@ Value Builder::route(Value logits, const RouteParams& p, Value bias, Value exper
   if (shape(logits).size() != 2)
     fail("internal: route: logits ", shape_str(shape(logits)), " must be [tokens, experts]");
   const int64_t experts = dim(logits, 1);
-  if (p.top_k < 1 || p.top_k > experts)
+  if (p.top_k < 1 || p.top_k > experts || (p.routing == Routing::SparseMixer && p.top_k != 2))
     fail("internal: route: top ", p.top_k, " of ", experts, " experts");
   if (p.groups < 1 || experts % p.groups != 0 || p.top_groups < 1 || p.top_groups > p.groups ||
       (p.groups > 1 && p.routing != Routing::Sigmoid && p.routing != Routing::SoftmaxGreedy) ||

@@ -92,6 +92,9 @@ enum class PositionBias : uint8_t { None, Alibi, AlibiFalcon };
 //                divided by max(their sum, eps) (Ernie4_5_Moe's moe_statics, moe_norm_min);
 //   SigmoidTopK: sigmoid scores, the k largest of score + bias (bias may be absent) in
 //                torch.topk(sorted=True)'s order, weighted by the scores (Lfm2MoeTopKRouter).
+//   SparseMixer: PhiMoE's sparsemixer in eval mode, k = 2: the largest logit, weighted by
+//                the softmax over the logits within 2 eps of it (relative to max(|logit|, it));
+//                then the largest of the others, weighted likewise among them. Not renormalised.
 // Weights are then divided by their sum when `norm_topk` is set (adding eps to the sum) and
 // multiplied by `scale` (routed_scaling_factor).
 enum class Routing : uint8_t {
@@ -100,7 +103,8 @@ enum class Routing : uint8_t {
   Sigmoid,
   SoftmaxGreedy,
   SoftmaxBiased,
-  SigmoidTopK
+  SigmoidTopK,
+  SparseMixer
 };
 // How an Experts node joins each expert's gate and up projections (biases added) into the
 // input of its down projection:

@@ -58,6 +58,7 @@ std::unique_ptr<Model> load_mamba2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_granitemoehybrid(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_nemotron_h(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_falcon_h1(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_phimoe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gemma4(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
@@ -180,6 +181,10 @@ const std::vector<ArchitectureEntry>& architectures() {
        "a Mamba2 mixer and rotary attention side by side in every layer (both states kept), "
        "muP multipliers on embeddings, logits, keys, branches, in_proj sections and the MLP; "
        "the mixer's norm before, after or without its gate"},
+      {"PhimoeForCausalLM", "phimoe", load_phimoe,
+       "Mixtral's block with LayerNorms, attention and lm_head biases, the sparsemixer router "
+       "(top 2, each weighted by a softmax over the logits near it), longrope with short and "
+       "long mscale"},
       {"Lfm2ForCausalLM", "lfm2", load_lfm2,
        "hybrid: short gated convolution layers (B * x, causal conv state, C * out) beside "
        "attention with per-head q/k norms; SwiGLU sized by block_auto_adjust_ff_dim"},
@@ -199,8 +204,6 @@ const std::vector<ArchitectureEntry>& architectures() {
 
 const std::vector<PlannedArchitecture>& planned_architectures() {
   static const std::vector<PlannedArchitecture> table = {
-      {"PhimoeForCausalLM",
-       "sparsemixer routing (top-2 by masked softmax over a jitter threshold)"},
       {"Llama4ForCausalLM",
        "chunked attention, NoPE layers with attention temperature tuning, a sigmoid top-1 router "
        "that scales the expert's input, L2-normed q/k"},

@@ -237,6 +237,14 @@ std::vector<float> Rope::inv_freq(int64_t seq_len, float* attention_factor) cons
       return f;
     }
     case RopeKind::LongRope: {
+      if (c.phimoe_mscale) {
+        *attention_factor = static_cast<float>(
+            seq_len > c.original_max_position_embeddings ? c.long_mscale : c.short_mscale);
+        auto f = theta_powers(c.theta, dim);
+        for (size_t i = 0; i < f.size(); ++i)
+          f[i] = 1.0f / (static_cast<float>(c.short_factor[i]) * f[i]);
+        return f;
+      }
       if (c.attention_factor) {
         *attention_factor = static_cast<float>(*c.attention_factor);
       } else if (c.factor > 1.0) {
@@ -294,14 +302,16 @@ uint64_t Rope::hash() const {
   };
   const RopeConfig& c = config_;
   add(static_cast<int>(c.kind));
-  for (double v : {c.theta, c.factor, c.beta_fast, c.beta_slow, c.low_freq_factor,
-                   c.high_freq_factor, c.attention_factor.value_or(-1), c.mscale.value_or(-1),
-                   c.mscale_all_dim.value_or(-1), c.llama_4_scaling_beta})
+  for (double v :
+       {c.theta, c.factor, c.beta_fast, c.beta_slow, c.low_freq_factor, c.high_freq_factor,
+        c.attention_factor.value_or(-1), c.mscale.value_or(-1), c.mscale_all_dim.value_or(-1),
+        c.llama_4_scaling_beta, c.short_mscale, c.long_mscale})
     add(v);
   for (int64_t v : {c.head_dim, c.rot_dim, c.max_position_embeddings,
                     c.original_max_position_embeddings, c.llama_4_scaling_length, c.rotated_pairs})
     add(v);
   add(c.truncate);
+  add(c.phimoe_mscale);
   for (const auto* list : {&c.long_factor, &c.short_factor}) {
     add(list->size());
     for (double v : *list) add(v);

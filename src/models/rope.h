@@ -31,6 +31,11 @@ struct RopeConfig {
   double low_freq_factor = 1, high_freq_factor = 4;
   // longrope
   std::vector<double> long_factor, short_factor;
+  // PhimoeRotaryEmbedding: its frequencies always from short_factor (it calls the longrope
+  // init without a length), its cos and sin times long_mscale past original_max_position_
+  // embeddings, else short_mscale (the attention factor unused).
+  bool phimoe_mscale = false;
+  double short_mscale = 1, long_mscale = 1;
   // proportional (Gemma4): the first rotated_pairs of the head_dim / 2 frequencies are
   // theta^(-2i / head_dim), the rest 0 (those dims pass through); rot_dim is head_dim.
   int64_t rotated_pairs = 0;

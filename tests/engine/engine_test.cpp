@@ -90,6 +90,7 @@ const std::vector<std::string> kFixtures = {
     "lfm2_untied_bias_full_attn_idxs",      // short convolutions (state) beside attention
     "granitemoehybrid_dense_nope_tied",     // Mamba2 beside attention without rotary
     "falcon_h1_gate_then_norm_groups",      // KV and recurrent state in every layer
+    "phimoe_biases_jitter",                 // sparsemixer routes, LayerNorms, lm_head bias
     "gemma4_text_kv_shared",                // layers attending over another layer's cache
 };
 

@@ -486,6 +486,22 @@ TEST(ConfigErrors, FalconH1) {
       "must equal the mixer's width mamba_d_ssm (40)");
 }
 
+// PhimoeConfig: sparsemixer picks two experts; longrope needs both mscales.
+TEST(ConfigErrors, Phimoe) {
+  expect_error(
+      "phimoe_biases_jitter", [](Json& c) { c["num_experts_per_tok"] = 3; },
+      "field \"num_experts_per_tok\" is 3; PhiMoE's sparsemixer picks 2 experts");
+  expect_error(
+      "phimoe_longrope_mscale_window", [](Json& c) { c["rope_parameters"].erase("long_mscale"); },
+      "field \"rope_parameters.long_mscale\" must be a number (longrope)");
+  expect_error(
+      "phimoe_biases_jitter",
+      [](Json& c) {
+        c["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 1e4}};
+      },
+      "implements the default and longrope rotary");
+}
+
 // Gemma4TextConfig fields lathe does not implement are errors naming them; KV sharing needs a
 // producing layer of each shared type.
 TEST(ConfigErrors, Gemma4) {

@@ -6,7 +6,7 @@ logits full of ties, the reference for lathe's Route op (tests/backends/moe_test
   order among equal values (which torch leaves to its partial sort) is pinned down;
 - routers: the router modules of transformers (MixtralTopKRouter, Qwen2MoeTopKRouter,
   GraniteMoeTopKRouter, DeepseekV2TopkRouter, DeepseekV3TopkRouter, Ernie4_5_MoeTopKRouter,
-  Lfm2MoeTopKRouter)
+  Lfm2MoeTopKRouter, PhimoeTopKRouter in eval mode)
   called on hidden states equal to the logits
   with an identity router weight, so their logits are exactly the given ones.
 
@@ -24,6 +24,7 @@ from transformers.models.ernie4_5_moe.modeling_ernie4_5_moe import Ernie4_5_MoeT
 from transformers.models.granitemoe.modeling_granitemoe import GraniteMoeTopKRouter
 from transformers.models.lfm2_moe.modeling_lfm2_moe import Lfm2MoeTopKRouter
 from transformers.models.mixtral.modeling_mixtral import MixtralTopKRouter
+from transformers.models.phimoe.modeling_phimoe import PhimoeTopKRouter
 from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeTopKRouter
 
 REPO = pathlib.Path(__file__).resolve().parent.parent.parent
@@ -115,6 +116,15 @@ def router_cases(gen):
         case["module"] = type(router).__name__
         if use_bias:
             case["bias"] = bias.tolist()
+        cases.append(case)
+    # PhimoeTopKRouter's sparsemixer (top 2, eval mode: no jitter sampling); jitter_eps sets
+    # how far below each pick the softmax still reaches.
+    for experts, jitter, levels in [(8, 0.01, 3), (6, 0.3, 4), (16, 0.05, 2), (5, 0.6, 5)]:
+        logits = tie_values(gen, (5, experts), levels) - 0.5
+        router = identity_router(PhimoeTopKRouter(transformers.PhimoeConfig(
+            hidden_size=experts, num_local_experts=experts, num_experts_per_tok=2,
+            router_jitter_noise=jitter)), experts).eval()
+        case = run("sparse_mixer", router, logits, 2, norm_eps=jitter)
         cases.append(case)
     return cases
 

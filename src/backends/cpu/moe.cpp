@@ -106,6 +106,34 @@ void sigmoid_scores(const float* logits, const float* bias, int64_t experts, flo
   for (int64_t e = 0; e < experts; ++e) choice[e] = scores[e] + (bias ? bias[e] : 0.0f);
 }
 
+// sparsemixer (PhimoeTopKRouter, eval mode): the first-occurring maximum of the logits (torch's
+// max), weighted by its softmax among the logits within 2 jitter_eps of it relative to
+// max(|logit|, maximum); then the same among the rest. r.choice holds the masked logits.
+void sparse_mixer(const float* logits, int64_t experts, float jitter_eps, int64_t* ids, float* w,
+                  RouteScratch& r) {
+  const float threshold = 2 * jitter_eps;
+  float* masked = r.choice;
+  std::copy_n(logits, experts, masked);
+  for (int64_t j = 0; j < 2; ++j) {
+    int64_t top = 0;
+    for (int64_t e = 1; e < experts; ++e)
+      if (masked[e] > masked[top]) top = e;
+    const float best = masked[top];
+    // The gates: the masked logits (earlier picks stay -inf), those too far below the best
+    // -inf too, through a softmax.
+    for (int64_t e = 0; e < experts; ++e) {
+      const float factor = std::max(std::fabs(logits[e]), best);
+      r.scores[e] = (best - logits[e]) / factor > threshold
+                        ? -std::numeric_limits<float>::infinity()
+                        : masked[e];
+    }
+    softmax(r.scores, experts, r.scores);
+    ids[j] = top;
+    w[j] = r.scores[top];
+    masked[top] = -std::numeric_limits<float>::infinity();
+  }
+}
+
 }  // namespace
 
 size_t route_workspace_floats(int64_t experts, int64_t k, int64_t groups) {
@@ -152,6 +180,9 @@ void route(const float* logits, const float* bias, int64_t tokens, int64_t exper
         sigmoid_scores(l, bias, experts, scores, r.choice);
         torch_topk(r.choice, experts, k, true, ids, r.pairs);
         for (int64_t j = 0; j < k; ++j) w[j] = scores[ids[j]];
+        break;
+      case graph::Routing::SparseMixer:
+        sparse_mixer(l, experts, p.eps, ids, w, r);
         break;
       case graph::Routing::Sigmoid: {
         sigmoid_scores(l, bias, experts, scores, r.choice);
