@@ -1,5 +1,6 @@
 #include "io/checkpoint.h"
 
+#include <algorithm>
 #include <set>
 
 #include "core/error.h"
@@ -120,7 +121,7 @@ std::vector<std::string> Checkpoint::tensor_names() const {
 const SafetensorsEntry& Checkpoint::entry(const std::string& name) const {
   auto it = where_.find(name);
   if (it == where_.end()) fail(dir_.string(), ": no tensor \"", name, "\"");
-  return files_[it->second].entries().at(name);
+  return files_[it->second].entries().at(stored(name));
 }
 
 std::string Checkpoint::file_of(const std::string& name) const {
@@ -131,26 +132,58 @@ std::string Checkpoint::file_of(const std::string& name) const {
 Tensor Checkpoint::tensor(const std::string& name) const {
   auto it = where_.find(name);
   if (it == where_.end()) fail(dir_.string(), ": no tensor \"", name, "\"");
-  return files_[it->second].tensor(name);
+  return files_[it->second].tensor(stored(name));
 }
 
 std::span<const uint8_t> Checkpoint::bytes(const std::string& name) const {
   auto it = where_.find(name);
   if (it == where_.end()) fail(dir_.string(), ": no tensor \"", name, "\"");
-  return files_[it->second].bytes(name);
+  return files_[it->second].bytes(stored(name));
 }
 
 void Checkpoint::release(const std::string& name) const {
-  if (auto it = where_.find(name); it != where_.end()) files_[it->second].release(name);
+  if (auto it = where_.find(name); it != where_.end()) files_[it->second].release(stored(name));
 }
 
 uint64_t Checkpoint::total_tensor_bytes() const {
   uint64_t total = 0;
   for (const auto& [name, i] : where_) {
-    const auto& e = files_[i].entries().at(name);
+    const auto& e = files_[i].entries().at(stored(name));
     total += e.end - e.begin;
   }
   return total;
+}
+
+const std::string& Checkpoint::stored(const std::string& name) const {
+  auto it = stored_.find(name);
+  return it == stored_.end() ? name : it->second;
+}
+
+Checkpoint Checkpoint::text_model(
+    Json config, const std::string& what,
+    const std::vector<std::pair<std::string, std::string>>& renames) const {
+  Checkpoint t;
+  t.dir_ = dir_;
+  t.config_ = std::move(config);
+  t.config_what_ = what;
+  t.generation_ = generation_;
+  t.files_ = files_;
+  for (const auto& entry : where_) {
+    const std::string& name = entry.first;  // a plain reference: the lambda below reads it
+    const size_t file = entry.second;
+    const std::string& original = stored(name);
+    auto rule = std::find_if(renames.begin(), renames.end(),
+                             [&](const auto& r) { return name.starts_with(r.first); });
+    if (rule == renames.end()) {
+      ++t.left_out_;
+      continue;
+    }
+    const std::string renamed = rule->second + name.substr(rule->first.size());
+    if (!t.where_.emplace(renamed, file).second)
+      fail(file_of(name), ": tensor \"", name, "\" and another both read as \"", renamed, "\"");
+    if (renamed != original) t.stored_[renamed] = original;
+  }
+  return t;
 }
 
 }  // namespace lathe

@@ -36,7 +36,9 @@ class Checkpoint {
 
   const std::filesystem::path& dir() const { return dir_; }
   const Json& config() const { return config_; }
-  std::string config_path() const { return (dir_ / "config.json").string(); }
+  std::string config_path() const {
+    return config_what_.empty() ? (dir_ / "config.json").string() : (dir_ / config_what_).string();
+  }
   const GenerationConfig& generation() const { return generation_; }
 
   // The value of config.json's "architectures"[0] (or "" when absent).
@@ -54,12 +56,28 @@ class Checkpoint {
   void release(const std::string& name) const;
   uint64_t total_tensor_bytes() const;
 
+  // The text model inside a multimodal checkpoint, as a checkpoint of its own: `config` (the
+  // wrapper's text_config, completed by the caller) stands for config.json, and each tensor
+  // whose name starts with one of `renames`' first prefixes (the first that matches) is seen
+  // under the second prefix instead; the other tensors (vision towers, projectors) are left out
+  // and counted in left_out(). `what` names the config in error messages
+  // ("config.json: text_config").
+  Checkpoint text_model(Json config, const std::string& what,
+                        const std::vector<std::pair<std::string, std::string>>& renames) const;
+  size_t left_out() const { return left_out_; }
+
  private:
+  // The name a tensor is stored under (names differ only in a text_model view).
+  const std::string& stored(const std::string& name) const;
+
   std::filesystem::path dir_;
   Json config_;
   GenerationConfig generation_;
   std::vector<SafetensorsFile> files_;
-  std::map<std::string, size_t> where_;  // tensor name -> index into files_
+  std::map<std::string, size_t> where_;        // tensor name -> index into files_
+  std::map<std::string, std::string> stored_;  // text_model view: name -> name in its file
+  std::string config_what_;                    // text_model view: where its config comes from
+  size_t left_out_ = 0;
 };
 
 // Parses the decoding fields of generation_config.json / config.json.

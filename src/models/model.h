@@ -53,6 +53,8 @@ class Model {
  public:
   virtual ~Model() = default;
   const ModelInfo& info() const { return info_; }
+  // A multimodal wrapper's loader says which part of its checkpoint the model is.
+  void set_runs(std::string runs) { info_.runs = std::move(runs); }
 
   // A cache of max_seq positions for one sequence, laid out as the model's layers need.
   virtual KVCache new_cache(int64_t max_seq) const {

@@ -59,6 +59,8 @@ std::unique_ptr<Model> load_granitemoehybrid(const Checkpoint&, const ModelOptio
 std::unique_ptr<Model> load_nemotron_h(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_falcon_h1(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_phimoe(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_multimodal_text(const Checkpoint&, const ModelOptions&,
+                                            const char* default_text_type);
 std::unique_ptr<Model> load_gemma4(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
@@ -185,6 +187,37 @@ const std::vector<ArchitectureEntry>& architectures() {
        "Mixtral's block with LayerNorms, attention and lm_head biases, the sparsemixer router "
        "(top 2, each weighted by a softmax over the logits near it), longrope with short and "
        "long mscale"},
+      // The text models of multimodal checkpoints (models/multimodal.cpp).
+      {"Gemma3ForConditionalGeneration", "gemma3",
+       [](const Checkpoint& c, const ModelOptions& o) {
+         return load_multimodal_text(c, o, "gemma3_text");
+       },
+       "the text model (Gemma3ForCausalLM) of the multimodal checkpoint; the SigLIP tower and "
+       "projector are not loaded"},
+      {"Qwen2VLForConditionalGeneration", "qwen2_vl",
+       [](const Checkpoint& c, const ModelOptions& o) {
+         return load_multimodal_text(c, o, "qwen2_vl_text");
+       },
+       "the text model (a Qwen2 decoder; its multimodal rotary is the default one on text) of "
+       "the multimodal checkpoint; the vision tower is not loaded"},
+      {"Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl",
+       [](const Checkpoint& c, const ModelOptions& o) {
+         return load_multimodal_text(c, o, "qwen2_5_vl_text");
+       },
+       "the text model (a Qwen2 decoder; its multimodal rotary is the default one on text) of "
+       "the multimodal checkpoint; the vision tower is not loaded"},
+      {"LlavaForConditionalGeneration", "llava",
+       [](const Checkpoint& c, const ModelOptions& o) {
+         return load_multimodal_text(c, o, "llama");
+       },
+       "the text model (text_config's causal LM) of the multimodal checkpoint; the CLIP tower "
+       "and projector are not loaded"},
+      {"Mistral3ForConditionalGeneration", "mistral3",
+       [](const Checkpoint& c, const ModelOptions& o) {
+         return load_multimodal_text(c, o, "mistral");
+       },
+       "the text model (text_config's causal LM) of the multimodal checkpoint; the Pixtral "
+       "tower and projector are not loaded"},
       {"Lfm2ForCausalLM", "lfm2", load_lfm2,
        "hybrid: short gated convolution layers (B * x, causal conv state, C * out) beside "
        "attention with per-head q/k norms; SwiGLU sized by block_auto_adjust_ff_dim"},

@@ -19,9 +19,10 @@ import tempfile
 REPO = pathlib.Path(__file__).resolve().parent.parent.parent
 BRIDGE = REPO / "tools/reference/bridge.py"
 # A plain decoder, OPT with project_out (a narrower last state), a mixture of experts, a hybrid
-# linear-attention model and Mamba2 (no embedding state).
+# linear-attention model, Mamba2 (no embedding state) and a multimodal wrapper that
+# AutoModelForCausalLM does not map (Llava).
 FIXTURES = ["llama_tied_gqa", "opt_postnorm_project_nobias", "qwen3_moe_headdim_mlp_only",
-            "qwen3_5_dense_interval3_tied", "mamba2_groups"]
+            "qwen3_5_dense_interval3_tied", "mamba2_groups", "llava_multimodal_text"]
 
 
 def run(cmd, **kw):

@@ -502,6 +502,20 @@ TEST(ConfigErrors, Phimoe) {
       "implements the default and longrope rotary");
 }
 
+// A multimodal wrapper whose text model lathe does not implement, or a malformed text_config.
+TEST(ConfigErrors, MultimodalText) {
+  expect_error(
+      "llava_multimodal_text", [](Json& c) { c["text_config"]["model_type"] = "mamba"; },
+      "text_config: field \"model_type\" is \"mamba\"");
+  expect_error(
+      "llava_multimodal_text", [](Json& c) { c["text_config"] = 3; },
+      "field \"text_config\" must be an object");
+  // The text model's own checks name text_config.
+  expect_error(
+      "gemma3_multimodal_text", [](Json& c) { c["text_config"]["num_key_value_heads"] = 0; },
+      "config.json: text_config: field \"num_key_value_heads\" is 0");
+}
+
 // Gemma4TextConfig fields lathe does not implement are errors naming them; KV sharing needs a
 // producing layer of each shared type.
 TEST(ConfigErrors, Gemma4) {

@@ -148,5 +148,43 @@ TEST(Qwen3Hybrid, MultiTokenPredictionTensorsAreLeftAsTransformersLeavesThem) {
   }
 }
 
+// A multimodal checkpoint's text model reads the same from both published layouts: the one
+// transformers 5.24 saves (language_model.model.*, language_model.lm_head.*; the fixtures) and
+// transformers 5's own names (model.language_model.*, lm_head.*); the vision tower is left out
+// and said so; a text model lathe does not implement is an error naming text_config.
+TEST(MultimodalText, BothLayoutsGiveTheSameLogits) {
+  testing::ScratchDir legacy("mm-legacy"), v5("mm-v5");
+  const std::string fixture = testing::fixture_dir("llava_multimodal_text");
+  build_tiny_checkpoint(fixture, legacy.path(), {});
+  build_tiny_checkpoint(fixture, v5.path(), {});
+  std::vector<NamedTensor> renamed;
+  {
+    const Checkpoint ckpt = Checkpoint::open(legacy.path());
+    for (std::string name : ckpt.tensor_names()) {
+      const Tensor t = ckpt.tensor(name).clone();
+      for (const auto& [from, to] :
+           {std::pair<std::string, std::string>{"language_model.model.", "model.language_model."},
+            {"language_model.lm_head.", "lm_head."},
+            {"vision_tower.", "model.vision_tower."},
+            {"multi_modal_projector.", "model.multi_modal_projector."}})
+        if (name.starts_with(from)) {
+          name = to + name.substr(from.size());
+          break;
+        }
+      renamed.push_back({name, t});
+    }
+  }
+  write_safetensors(v5.path() / "model.safetensors", renamed);
+  const Tensor a = logits_of(legacy.path()), b = logits_of(v5.path());
+  ASSERT_EQ(a.shape(), b.shape());
+  for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(a.data<float>()[i], b.data<float>()[i]);
+  const auto model = load_model(Checkpoint::open(v5.path()), {});
+  EXPECT_NE(model->info().runs.find("model.language_model., as LlamaForCausalLM"),
+            std::string::npos)
+      << model->info().runs;
+  EXPECT_NE(model->info().runs.find("not loaded: 43 tensors"), std::string::npos)
+      << model->info().runs;
+}
+
 }  // namespace
 }  // namespace lathe

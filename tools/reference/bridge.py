@@ -45,7 +45,13 @@ def main() -> int:
         print("bridge: --prompt-ids must be a non-empty JSON list of token ids", file=sys.stderr)
         return 2
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=torch.float32)
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=torch.float32)
+    except ValueError:
+        # Multimodal checkpoints AutoModelForCausalLM does not map (Llava, Qwen2-VL, Mistral3):
+        # their wrapper, run on text alone.
+        model = transformers.AutoModelForImageTextToText.from_pretrained(args.model_dir,
+                                                                         dtype=torch.float32)
     model.eval()
     gen_config = model.generation_config
     eos = gen_config.eos_token_id

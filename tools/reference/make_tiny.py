@@ -166,6 +166,14 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     params = dict(model.named_parameters(remove_duplicate=False))
     embed_name = next(n for n, p in params.items() if p is model.get_input_embeddings().weight
                       and n != "lm_head.weight")
+    if published_layout and embed_name not in state:
+        # A multimodal wrapper saved in its published layout (language_model.model.*, or
+        # model.* beside visual.*): the embedding under that name.
+        suffix = "." + ".".join(embed_name.split(".")[-2:])
+        shape = list(params[embed_name].shape)
+        names = [n for n, s in state.items() if n.endswith(suffix) and s == shape]
+        assert len(names) == 1, names
+        embed_name = names[0]
     conv1d = {f"{m}.weight" for m, mod in model.named_modules()
               if isinstance(mod, Conv1D)}
     entries, new_state = [], {}
@@ -197,6 +205,7 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         assert set(missing) <= {"lm_head.weight"} and (tied or not missing), missing
     if tied:
         model.tie_weights()
+        assert torch.equal(model.lm_head.weight, model.get_input_embeddings().weight)
         assert torch.equal(model.lm_head.weight, new_state[embed_name])
     (out / "weights.json").write_text(
         json.dumps({"seed": seed, "generator": "splitmix64-fnv1a-v1", "tensors": entries}, indent=1)
@@ -221,9 +230,16 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     if "model_class" in spec:
         # The wrapper's text output is what AutoModelForCausalLM makes of the same checkpoint
         # (transformers maps a multimodal config to the text model's causal LM).
+        # Wrappers that AutoModelForCausalLM does not map (Llava, Qwen2-VL, Mistral3) are
+        # checked through AutoModelForImageTextToText: the saved checkpoint reloads to the same
+        # text output.
         with tempfile.TemporaryDirectory() as tmp:
             model.save_pretrained(tmp)
-            causal = transformers.AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32)
+            try:
+                causal = transformers.AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32)
+            except ValueError:
+                causal = transformers.AutoModelForImageTextToText.from_pretrained(
+                    tmp, dtype=torch.float32)
         with torch.no_grad():
             causal_logits = causal(torch.tensor([tf_ids])).logits[0].float().numpy()
         assert np.array_equal(causal_logits, logits), type(causal).__name__
