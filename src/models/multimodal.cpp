@@ -1,11 +1,13 @@
 // The text model of multimodal checkpoints whose language model is one of lathe's causal LMs
 // (Gemma3ForConditionalGeneration, Qwen2VLForConditionalGeneration, Qwen2_5_VL..., Mistral3...,
-// LlavaForConditionalGeneration, LlavaOnevision..., InternVL...): for text generation transformers
+// LlavaForConditionalGeneration, LlavaOnevision..., InternVL..., Idefics3...): for text
+// generation transformers
 // runs that language model alone, so lathe loads it from the wrapper's text_config and the
 // tensors under the language model's prefix, and leaves the vision tower and its projector
 // unloaded. Two layouts are published: transformers 5's (model.language_model.*, lm_head.*)
 // and the earlier one (language_model.model.*, language_model.lm_head.*; Qwen2-VL: model.*
-// beside visual.*), which transformers 5 maps on load; lathe reads both.
+// beside visual.*), which transformers 5 maps on load; lathe reads both. Idefics3 keeps its
+// text model under model.text_model.
 #include "core/error.h"
 #include "models/config_fields.h"
 #include "models/registry.h"
@@ -17,12 +19,14 @@ using Renames = std::vector<std::pair<std::string, std::string>>;
 
 // The layout of the checkpoint's tensors: which prefix holds the language model.
 Renames text_layout(const Checkpoint& ckpt) {
-  bool v5 = false, legacy = false;
+  bool v5 = false, legacy = false, idefics = false;
   for (const std::string& name : ckpt.tensor_names()) {
     v5 = v5 || name.starts_with("model.language_model.");
     legacy = legacy || name.starts_with("language_model.");
+    idefics = idefics || name.starts_with("model.text_model.");
   }
   if (v5) return {{"model.language_model.", "model."}, {"lm_head.", "lm_head."}};
+  if (idefics) return {{"model.text_model.", "model."}, {"lm_head.", "lm_head."}};  // Idefics3
   if (legacy) return {{"language_model.model.", "model."}, {"language_model.lm_head.", "lm_head."}};
   // Qwen2-VL as first published: the text model at the top, the vision tower under visual.
   return {{"model.", "model."}, {"lm_head.", "lm_head."}};

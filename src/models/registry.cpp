@@ -218,6 +218,24 @@ const std::vector<ArchitectureEntry>& architectures() {
        },
        "the text model (text_config's causal LM) of the multimodal checkpoint; the Pixtral "
        "tower and projector are not loaded"},
+      {"LlavaOnevisionForConditionalGeneration", "llava_onevision",
+       [](const Checkpoint& c, const ModelOptions& o) {
+         return load_multimodal_text(c, o, "qwen2");
+       },
+       "the text model (text_config's causal LM) of the multimodal checkpoint; the SigLIP tower "
+       "and projector are not loaded"},
+      {"InternVLForConditionalGeneration", "internvl",
+       [](const Checkpoint& c, const ModelOptions& o) {
+         return load_multimodal_text(c, o, "qwen2");
+       },
+       "the text model (text_config's causal LM) of the multimodal checkpoint; the InternViT "
+       "tower and projector are not loaded"},
+      {"Idefics3ForConditionalGeneration", "idefics3",
+       [](const Checkpoint& c, const ModelOptions& o) {
+         return load_multimodal_text(c, o, "llama");
+       },
+       "the text model (text_config's causal LM, under model.text_model.) of the multimodal "
+       "checkpoint; the vision tower and connector are not loaded"},
       {"Lfm2ForCausalLM", "lfm2", load_lfm2,
        "hybrid: short gated convolution layers (B * x, causal conv state, C * out) beside "
        "attention with per-head q/k norms; SwiGLU sized by block_auto_adjust_ff_dim"},
