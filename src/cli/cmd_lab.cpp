@@ -14,6 +14,7 @@
 #include "lab/report.h"
 #include "lab/runner.h"
 #include "lab/subprocess.h"
+#include "models/registry.h"
 #include "serve/server.h"
 
 namespace lathe {
@@ -259,11 +260,41 @@ std::vector<LabRow> rows_of(const std::vector<std::string>& paths) {
   return rows;
 }
 
+// The ranking files of `dir` (<task>-<view>.json, as `lab catalog refresh` writes them), each
+// with its coverage by the rows; none when `dir` is "none" or, left at its default, absent.
+std::vector<Json> rankings_coverage(const std::string& dir, bool given,
+                                    const std::vector<LabRow>& rows) {
+  std::vector<Json> out;
+  if (dir == "none") return out;
+  if (!fs::is_directory(dir)) {
+    if (given) fail(dir, ": not a folder of ranking files (--catalog)");
+    return out;
+  }
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  const auto implemented = [](const std::string& arch) {
+    return find_architecture(arch) != nullptr;
+  };
+  for (const auto& f : files) {
+    const Catalog c = read_catalog(f);
+    if (c.view != "local") out.push_back(ranking_coverage_json(c, rows, implemented));
+  }
+  return out;
+}
+
 int lab_report(int argc, char** argv) {
   Args args("lab report",
-            "Coverage by architecture and status of one or more sweeps or datasets (a sweep "
-            "folder, a dataset folder or .parquet files; default lab-results).",
-            {"PATH..."}, {{"json", "", "print JSON instead of Markdown"}});
+            "Coverage of the Hub's rankings (the share of their models and architectures lathe "
+            "implements, and verified to pass by the rows) and by architecture and status of "
+            "one or more sweeps or datasets (a sweep folder, a dataset folder or .parquet files; "
+            "default lab-results).",
+            {"PATH..."},
+            {{"catalog", "DIR",
+              "ranking files <task>-<view>.json (default data/catalog when it exists; none: "
+              "no rankings)"},
+             {"json", "", "print JSON instead of Markdown"}});
   args.parse(argc, argv, 3);
   if (args.help()) {
     std::cout << args.usage();
@@ -272,10 +303,15 @@ int lab_report(int argc, char** argv) {
   std::vector<std::string> paths = args.positionals();
   if (paths.empty()) paths.push_back("lab-results");
   const auto rows = rows_of(paths);
-  if (args.flag("json"))
-    std::cout << report_json(rows).dump(1) << "\n";
-  else
-    std::cout << report_markdown(rows);
+  const std::vector<Json> rankings =
+      rankings_coverage(args.get_or("catalog", "data/catalog"), args.has("catalog"), rows);
+  if (args.flag("json")) {
+    Json j = report_json(rows);
+    j["rankings"] = rankings;
+    std::cout << j.dump(1) << "\n";
+  } else {
+    std::cout << report_markdown(rows, rankings);
+  }
   return 0;
 }
 

@@ -1,5 +1,6 @@
 #include "lab/report.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -61,15 +62,96 @@ Json report_json(const std::vector<LabRow>& rows) {
           {"architectures", archs}};
 }
 
+Json ranking_coverage_json(const Catalog& ranking, const std::vector<LabRow>& rows,
+                           const std::function<bool(const std::string&)>& implemented) {
+  std::set<std::string> passing_ids;
+  for (const auto& r : rows)
+    if (r.status == "pass") passing_ids.insert(r.model_id);
+  std::map<std::string, int64_t> uses;  // architecture: ranked models
+  std::set<std::string> passing_archs;
+  int64_t unknown = 0, models_implemented = 0, models_pass = 0;
+  for (const auto& e : ranking.models) {
+    const bool pass = passing_ids.count(e.id) > 0;
+    models_pass += pass;
+    if (e.architecture.empty()) {
+      ++unknown;
+      continue;
+    }
+    ++uses[e.architecture];
+    models_implemented += implemented(e.architecture);
+    if (pass) passing_archs.insert(e.architecture);
+  }
+  int64_t archs_implemented = 0;
+  std::vector<std::pair<int64_t, std::string>> missing;
+  for (const auto& [arch, n] : uses) {
+    if (implemented(arch))
+      ++archs_implemented;
+    else
+      missing.push_back({n, arch});
+  }
+  std::sort(missing.begin(), missing.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  Json unimplemented = Json::array();
+  for (const auto& [n, arch] : missing)
+    unimplemented.push_back({{"architecture", arch}, {"models", n}});
+  return {{"task", ranking.task},
+          {"view", ranking.view},
+          {"snapshot", ranking.snapshot},
+          {"models", ranking.models.size()},
+          {"models_unknown_architecture", unknown},
+          {"models_implemented", models_implemented},
+          {"models_pass", models_pass},
+          {"architectures", uses.size()},
+          {"architectures_implemented", archs_implemented},
+          {"architectures_pass", passing_archs.size()},
+          {"unimplemented", unimplemented}};
+}
+
 std::string report_markdown(const std::vector<LabRow>& rows) {
+  return report_markdown(rows, {});
+}
+
+std::string report_markdown(const std::vector<LabRow>& rows, const std::vector<Json>& rankings) {
   const Json j = report_json(rows);
   std::string md = "# lathe lab report\n\n";
   for (const auto& v : j["versions"]) md += cat("- ", v.get<std::string>(), "\n");
+  if (!rankings.empty()) {
+    md +=
+        "\n## Coverage of the rankings\n\nOf each ranking's models and of the architectures "
+        "they use: those lathe implements, and those verified to pass by the rows below.\n\n"
+        "| ranking | snapshot | models | implemented | verified pass | architectures | "
+        "implemented | verified pass |\n|---|---|---:|---:|---:|---:|---:|---:|\n";
+    for (const Json& r : rankings) {
+      const int64_t m = r["models"].get<int64_t>(), a = r["architectures"].get<int64_t>();
+      md += cat("| ", r["task"].get<std::string>(), " / ", r["view"].get<std::string>(), " | ",
+                r["snapshot"].get<std::string>(), " | ", m, " | ",
+                percent(r["models_implemented"].get<int64_t>(), m), " | ",
+                percent(r["models_pass"].get<int64_t>(), m), " | ", a, " | ",
+                percent(r["architectures_implemented"].get<int64_t>(), a), " | ",
+                percent(r["architectures_pass"].get<int64_t>(), a), " |\n");
+    }
+    for (const Json& r : rankings) {
+      if (r["unimplemented"].empty()) continue;
+      md += cat("\nNot implemented, ", r["task"].get<std::string>(), " / ",
+                r["view"].get<std::string>(), " (ranked models): ");
+      std::string list;
+      for (const Json& u : r["unimplemented"])
+        list += cat(list.empty() ? "" : ", ", u["architecture"].get<std::string>(), " (",
+                    u["models"].get<int64_t>(), ")");
+      md += list + "\n";
+    }
+  }
   const Json& cov = j["coverage"];
-  md += cat("\n**Coverage: ", cov["passing"].get<int64_t>(), " of ",
-            cov["architectures"].get<int64_t>(), " architectures pass (",
+  md += cat("\n**", rankings.empty() ? "Coverage" : "Coverage of the rows' own architectures", ": ",
+            cov["passing"].get<int64_t>(), " of ", cov["architectures"].get<int64_t>(),
+            " architectures pass (",
             percent(cov["passing"].get<int64_t>(), cov["architectures"].get<int64_t>()), "); ",
-            rows.size(), " models.**\n\n");
+            rows.size(), " models.**",
+            rankings.empty() ? ""
+                             : " (On the bundled catalog these "
+                               "are lathe's own tiny fixtures.)",
+            "\n\n");
   md += "| status | models |\n|---|---:|\n";
   for (const char* s : kStatuses)
     if (j["by_status"][s].get<int64_t>() > 0)

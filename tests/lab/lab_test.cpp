@@ -413,6 +413,49 @@ TEST(Report, CoverageCountsArchitecturesWithAPass) {
   EXPECT_NE(md.find("1 of 2 architectures pass"), std::string::npos) << md;
 }
 
+// A ranking's coverage as the reference system counts it: models and distinct architectures
+// implemented (from the catalog's architecture field), verified pass by the rows, and the
+// unimplemented architectures most used first; a model of no known architecture apart.
+TEST(Report, RankingCoverageCountsImplementedAndPassingArchitectures) {
+  Catalog c;
+  c.task = "image-text-to-text";
+  c.view = "selected";
+  c.snapshot = "2026-11-30";
+  const std::vector<std::pair<std::string, std::string>> models = {
+      {"org/a1", "AForCausalLM"}, {"org/a2", "AForCausalLM"}, {"org/b", "BForCausalLM"},
+      {"org/x1", "XModel"},       {"org/x2", "XModel"},       {"org/y", "YModel"},
+      {"org/unknown", ""}};
+  for (const auto& [id, arch] : models) {
+    CatalogEntry e;
+    e.id = id;
+    e.architecture = arch;
+    c.models.push_back(e);
+  }
+  std::vector<LabRow> rows = {sample_row("org/a2", "pass"), sample_row("org/b", "fail"),
+                              sample_row("org/unknown", "pass"), sample_row("other", "pass")};
+  const auto implemented = [](const std::string& a) { return a.ends_with("ForCausalLM"); };
+  const Json j = ranking_coverage_json(c, rows, implemented);
+  EXPECT_EQ(j["models"], 7);
+  EXPECT_EQ(j["models_unknown_architecture"], 1);
+  EXPECT_EQ(j["models_implemented"], 3);
+  EXPECT_EQ(j["models_pass"], 2);  // org/a2 and org/unknown
+  EXPECT_EQ(j["architectures"], 4);
+  EXPECT_EQ(j["architectures_implemented"], 2);
+  EXPECT_EQ(j["architectures_pass"], 1);
+  ASSERT_EQ(j["unimplemented"].size(), 2u);
+  EXPECT_EQ(j["unimplemented"][0]["architecture"], "XModel");
+  EXPECT_EQ(j["unimplemented"][0]["models"], 2);
+  EXPECT_EQ(j["unimplemented"][1]["architecture"], "YModel");
+  const std::string md = report_markdown(rows, {j});
+  EXPECT_NE(md.find("| image-text-to-text / selected | 2026-11-30 | 7 | 42.9% | 28.6% | 4 | "
+                    "50.0% | 25.0% |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("XModel (2), YModel (1)"), std::string::npos) << md;
+  // The rows' own coverage comes after, labelled as such.
+  EXPECT_LT(md.find("Coverage of the rankings"), md.find("Coverage of the rows' own"));
+}
+
 TEST(Diff, FindsRegressionsFixesAndModelsOnOneSide) {
   const std::vector<LabRow> a = {sample_row("x", "pass"), sample_row("y", "fail"),
                                  sample_row("z", "pass"), sample_row("only-a", "pass")};

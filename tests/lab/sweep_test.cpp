@@ -195,6 +195,27 @@ TEST(LabSweep, BrokenEntriesGetTheRightStatusAndStage) {
   EXPECT_EQ(j["by_status"]["unsupported"], 1);
   EXPECT_EQ(j["by_status"]["untested"], 1);
   EXPECT_TRUE(fs::exists(dir / "out" / "dataset" / "lathe-0.1.0_transformers-none.parquet"));
+
+  // With a folder of ranking files, the report leads with their coverage: llama_tied_gqa passes,
+  // and lathe implements one of the two architectures (FooBarForCausalLM it does not).
+  fs::create_directories(dir / "rankings");
+  write_file(dir / "rankings" / "text-generation-selected.json",
+             R"({"format": 1, "task": "text-generation", "view": "selected",
+                 "snapshot": "2026-11-30", "models": [
+                 {"id": "lathe-tiny/llama_tied_gqa", "rank": 1, "architecture": "LlamaForCausalLM"},
+                 {"id": "org/foo", "rank": 2, "architecture": "FooBarForCausalLM"}]})");
+  const auto ranked = run_lathe("lab report --catalog " + (dir / "rankings").string() + " " +
+                                (dir / "out").string());
+  ASSERT_EQ(ranked.exit_code, 0) << ranked.out;
+  EXPECT_NE(ranked.out.find("| text-generation / selected | 2026-11-30 | 2 | 50.0% | 50.0% | 2 | "
+                            "50.0% | 50.0% |"),
+            std::string::npos)
+      << ranked.out;
+  EXPECT_NE(ranked.out.find("FooBarForCausalLM (1)"), std::string::npos) << ranked.out;
+  EXPECT_NE(
+      run_lathe("lab report --catalog " + (dir / "missing").string() + " " + (dir / "out").string())
+          .out.find("not a folder of ranking files"),
+      std::string::npos);
 }
 
 // A 1% change to one weight fails the row, and the first diverging node names the part of the
