@@ -32,7 +32,8 @@ class LlamaFamilyModel : public Decoder {
     Weights w(ckpt, opts.dtype);
     if (cfg_.extra_layers_ignored) ignore_layers_from(w, cfg_.num_layers);
     const int64_t h = cfg_.hidden_size;
-    embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
+    embed_ = w.matrix("model.embed_tokens.weight",
+                      {cfg_.embedding_rows > 0 ? cfg_.embedding_rows : cfg_.vocab_size, h});
     embed_scale_ = cfg_.embed_multiplier;
     for (int64_t i = 0; i < cfg_.num_layers; ++i) {
       const std::string p = cat("model.layers.", i, ".");

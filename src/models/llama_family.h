@@ -43,6 +43,8 @@ struct LlamaFamilyConfig {
   std::vector<bool> layer_moe;
   std::string moe_module = "mlp.";
   MoeNames moe_names;
+  // Mllama's text model: its embedding has rows past vocab_size (vocab_size + 8); 0: vocab_size.
+  int64_t embedding_rows = 0;
   // Glm4Moe, DeepseekV3: tensors of layers past num_hidden_layers (the multi-token prediction
   // layers of num_nextn_predict_layers) are left unused, as transformers leaves them.
   bool extra_layers_ignored = false;

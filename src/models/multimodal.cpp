@@ -10,6 +10,7 @@
 // text model under model.text_model.
 #include "core/error.h"
 #include "models/config_fields.h"
+#include "models/llama_family.h"
 #include "models/registry.h"
 
 namespace lathe {
@@ -99,6 +100,61 @@ std::unique_ptr<Model> load_multimodal_text(const Checkpoint& ckpt, const ModelO
   model->set_runs(cat("the text model (", layout.front().first, ", as ", t.entry->name,
                       "); not loaded: ", text.left_out(), " tensors of the vision tower and ",
                       "projector"));
+  return model;
+}
+
+// MllamaForConditionalGeneration on text alone: MllamaTextModel skips its cross-attention
+// layers (cross_attention_layers) when there is no image, so its text model is a Llama decoder
+// of the other layers, renumbered in order, with an embedding of vocab_size + 8 rows.
+std::unique_ptr<Model> load_mllama_text(const Checkpoint& ckpt, const ModelOptions& opts) {
+  const JsonFields top(ckpt.config(), ckpt.config_path());
+  Json text = text_config(top);
+  const JsonFields t(text, ckpt.config_path() + ": text_config");
+  const int64_t total = t.get_or<int64_t>("num_hidden_layers", 40);
+  check_sizes(t, {{"num_hidden_layers", total}});
+  std::vector<bool> cross(static_cast<size_t>(total), false);
+  if (t.has("cross_attention_layers")) {
+    const Json& list = t.at("cross_attention_layers");
+    if (!list.is_array()) fail(t.origin(), ": field \"cross_attention_layers\" must be a list");
+    for (const Json& j : list) {
+      if (!j.is_number_integer() || j.get<int64_t>() < 0 || j.get<int64_t>() >= total)
+        fail(t.origin(), ": field \"cross_attention_layers\" holds ", j.dump(),
+             ", not a layer of the ", total);
+      cross[static_cast<size_t>(j.get<int64_t>())] = true;
+    }
+  }
+  const Renames layout = text_layout(ckpt);
+  const std::string from = layout.front().first;  // the text model's "model." prefix
+  Renames renames;
+  int64_t kept = 0;
+  for (int64_t i = 0; i < total; ++i)
+    if (!cross[static_cast<size_t>(i)])
+      renames.push_back({cat(from, "layers.", i, "."), cat("model.layers.", kept++, ".")});
+  renames.push_back({from + "embed_tokens.", "model.embed_tokens."});
+  renames.push_back({from + "norm.", "model.norm."});
+  renames.push_back(layout.back());  // lm_head
+  text["num_hidden_layers"] = kept;
+  text["architectures"] = Json::array({ckpt.architecture()});
+  if (top.json().contains("tie_word_embeddings"))
+    text["tie_word_embeddings"] = top.json()["tie_word_embeddings"];
+  const Checkpoint view = ckpt.text_model(text, "config.json: text_config", renames);
+  // MllamaTextConfig defaults.
+  LlamaFamilyConfig c = read_llama_family_config(view, {.vocab_size = 128256,
+                                                        .hidden_size = 4096,
+                                                        .intermediate_size = 14336,
+                                                        .num_layers = 40,
+                                                        .heads = 32,
+                                                        .kv_heads = 8,
+                                                        .head_dim = {},
+                                                        .max_position_embeddings = 131072,
+                                                        .tie_word_embeddings = false,
+                                                        .rope_theta = 500000.0,
+                                                        .rms_norm_eps = 1e-5});
+  c.embedding_rows = c.vocab_size + 8;
+  std::unique_ptr<Model> model = build_llama_family(view, c, opts);
+  model->set_runs(cat("the text model (", from, ", its ", total - kept,
+                      " cross-attention layers skipped as on text alone); not loaded: ",
+                      view.left_out(), " tensors of the vision model, projector and those layers"));
   return model;
 }
 

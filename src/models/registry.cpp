@@ -61,6 +61,7 @@ std::unique_ptr<Model> load_falcon_h1(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_phimoe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_multimodal_text(const Checkpoint&, const ModelOptions&,
                                             const char* default_text_type);
+std::unique_ptr<Model> load_mllama_text(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gemma4(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
@@ -236,6 +237,10 @@ const std::vector<ArchitectureEntry>& architectures() {
        },
        "the text model (text_config's causal LM, under model.text_model.) of the multimodal "
        "checkpoint; the vision tower and connector are not loaded"},
+      {"MllamaForConditionalGeneration", "mllama", load_mllama_text,
+       "the text model on text alone: a Llama decoder of the layers that are not cross-attention "
+       "(those MllamaTextModel skips without an image), an embedding of vocab_size + 8 rows; the "
+       "vision model and projector are not loaded"},
       {"Lfm2ForCausalLM", "lfm2", load_lfm2,
        "hybrid: short gated convolution layers (B * x, causal conv state, C * out) beside "
        "attention with per-head q/k norms; SwiGLU sized by block_auto_adjust_ff_dim"},

@@ -37,13 +37,15 @@ def state_names(architecture, states):
 
 
 def decoder_layers(model):
-    """The ModuleList holding the decoder layers (num_hidden_layers of them)."""
+    """The decoder layers (num_hidden_layers of them) that run on text alone: Mllama's
+    cross-attention layers, which its text model skips without an image, are left out, so the
+    others are numbered as lathe numbers them."""
     import torch
 
     n = model.config.get_text_config().num_hidden_layers  # a multimodal config nests it
     for _, module in model.named_modules():
         if isinstance(module, torch.nn.ModuleList) and len(module) == n:
-            return module
+            return [l for l in module if type(l).__name__ != "MllamaCrossAttentionDecoderLayer"]
     return []
 
 
