@@ -3,7 +3,8 @@
 // Granite's multipliers on a decoder whose layers are Mamba2 mixers or attention (layer_types,
 // "mamba" the legacy name of "linear_attention"), each followed by a mixture of experts (top-k
 // logits, softmax over those, experts in 3-D tensors) plus a shared SwiGLU MLP, or by the
-// shared MLP alone when num_local_experts is 0. Rotary only with position_embedding_type "rope".
+// shared MLP alone when num_local_experts is 0. Rotary only with position_embedding_type "rope"
+// (Granite 4.0-H's "nope": none).
 #include "core/error.h"
 #include "models/config_fields.h"
 #include "models/decoder.h"
@@ -160,9 +161,10 @@ std::unique_ptr<Model> load_granitemoehybrid(const Checkpoint& ckpt, const Model
   LlamaFamilyConfig& b = c.base;
   read_granite_multipliers(f, b);
   const Json pos = f.has("position_embedding_type") ? f.at("position_embedding_type") : Json();
-  if (!pos.is_null() && pos != "rope")
+  // GraniteMoeHybridModel builds rotary only for "rope"; Granite 4.0-H checkpoints say "nope".
+  if (!pos.is_null() && pos != "rope" && pos != "nope")
     fail(f.origin(), ": field \"position_embedding_type\" is ", pos.dump(),
-         "; GraniteMoeHybrid builds rotary for \"rope\" and none for null");
+         "; GraniteMoeHybrid builds rotary for \"rope\" and none for \"nope\" or null");
   b.attention.rope = pos == "rope";
   c.layer_mamba = read_layer_mamba(f, b.num_layers);
 

@@ -422,6 +422,10 @@ TEST(ConfigErrors, GraniteMoeHybrid) {
         c["time_step_limit"] = {0.5, 0.1};
       },
       "field \"time_step_limit\" is [0.5,0.1]");
+  // "nope" (Granite 4.0-H's published value) means no rotary, as null does.
+  EXPECT_EQ(load_error("granitemoehybrid_moe_rope",
+                       [](Json& c) { c["position_embedding_type"] = "nope"; }),
+            "");
   // Layer types under the attribute name, and the current names, load.
   EXPECT_EQ(load_error("granitemoehybrid_moe_rope",
                        [](Json& c) {
