@@ -86,9 +86,10 @@ Checkpoint Checkpoint::open(const fs::path& dir) {
       auto it = file_index.find(shard);
       if (it == file_index.end()) {
         const fs::path shard_path = dir / shard;
-        if (!fs::exists(shard_path))
+        std::error_code ec;  // a name the file system refuses (too long) is missing too
+        if (!fs::exists(shard_path, ec))
           fail(shard_path.string(), ": missing shard (listed in ", index_path.string(),
-               " for tensor \"", name, "\")");
+               " for tensor \"", name, "\")", ec ? ": " + ec.message() : std::string());
         c.files_.push_back(SafetensorsFile::open(shard_path));
         it = file_index.emplace(shard, c.files_.size() - 1).first;
       }

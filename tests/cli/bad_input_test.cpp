@@ -255,6 +255,18 @@ TEST_F(BadShards, IndexNamesTensorAbsentFromShard) {
       << r.out;
 }
 
+// A shard name longer than the file system allows (found by fuzz_safetensors: the existence
+// check threw std::filesystem_error, which terminated the process) is a missing shard.
+TEST_F(BadShards, ShardNameTooLongIsAMissingShard) {
+  Json index = Json::parse(read_file(dir / "model.safetensors.index.json"));
+  index["weight_map"]["model.norm.weight"] = std::string(300, 'x') + ".safetensors";
+  write_file(dir / "model.safetensors.index.json", index.dump());
+  const auto r = run_lathe("generate " + dir.path().string() + " --prompt-ids '[1]'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find(".safetensors: missing shard (listed in"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("File name too long"), std::string::npos) << r.out;
+}
+
 TEST_F(BadShards, IndexEscapingTheFolder) {
   Json index = Json::parse(read_file(dir / "model.safetensors.index.json"));
   index["weight_map"]["model.norm.weight"] = "../elsewhere.safetensors";
