@@ -9,6 +9,7 @@
 
 #include "backends/cpu/recurrent.h"
 #include "io/json.h"
+#include "support/goldens_json.h"
 
 namespace lathe {
 namespace {
@@ -19,20 +20,8 @@ const Json& goldens() {
   return j;
 }
 
-std::vector<float> floats(const Json& j) {
-  return j.is_null() ? std::vector<float>{} : j.get<std::vector<float>>();
-}
-
-// Largest |a - b| relative to the largest |b|.
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    err = std::max(err, std::abs(double{a[i]} - b[i]));
-    scale = std::max(scale, std::abs(double{b[i]}));
-  }
-  return err / std::max(scale, 1e-30);
-}
+using testing::floats;
+using testing::relative_error;
 
 struct DeltaRun {
   std::vector<float> out, state;
