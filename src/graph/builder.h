@@ -105,7 +105,8 @@ class Builder {
   // Mamba2's selective state space recurrence (Op::Ssd): x [n, heads, head_dim], raw dt
   // [n, heads], A_log, dt_bias and D [heads], B and C [n, groups, d_state] shared by the
   // heads / groups heads of each group; dt = softplus(dt + dt_bias) clamped to
-  // [dt_min, dt_max]. The state is [heads, head_dim, d_state].
+  // [dt_min, dt_max]. The state is [heads, d_state, head_dim]
+  // (transposed from transformers' ssm_state, so the kernel runs along head_dim).
   Value ssd(Value x, Value dt, Value a_log, Value dt_bias, Value b, Value c, Value d, float dt_min,
             float dt_max, StateRef state);
   struct RouteParams {

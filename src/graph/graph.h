@@ -65,7 +65,7 @@ enum class Op : uint8_t {
                    // attention, its [v_heads, k_dim, v_dim] matrix kept in the layer's state
   Ssd,             // x [n, heads, head_dim], dt [n, heads], A_log, dt_bias [heads], B, C
                    // [n, groups, d_state], D [heads] -> [n, heads, head_dim]: Mamba2's selective
-                   // state space recurrence, its [heads, head_dim, d_state] state kept in the
+                   // state space recurrence, its [heads, d_state, head_dim] state kept in the
                    // layer's state
 };
 const char* op_name(Op op);

@@ -53,7 +53,7 @@ Mamba2MixerWeights load_mamba2_mixer(Weights& w, const std::string& m, const Mam
 
 LayerStateSpec mamba2_mixer_state(const Mamba2MixerSpec& s) {
   return {.kind = StateKind::Recurrent,
-          .recurrent = {{s.conv_kernel - 1, s.conv_dim()}, {s.heads, s.head_dim, s.state_size}}};
+          .recurrent = {{s.conv_kernel - 1, s.conv_dim()}, {s.heads, s.state_size, s.head_dim}}};
 }
 
 namespace blocks {

@@ -853,7 +853,7 @@ void ssd_cases(std::vector<Case>& out) {
                                     g.weight(b), g.weight(cc), g.weight(d), c.dt_min, c.dt_max,
                                     {0, 1})};
          },
-         recurrent_step(c.seqs, {{3, 5}, {c.heads, c.head_dim, c.d_state}})});
+         recurrent_step(c.seqs, {{3, 5}, {c.heads, c.d_state, c.head_dim}})});
   }
 }
 

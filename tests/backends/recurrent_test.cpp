@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/recurrent.h"
 #include "io/json.h"
 #include "support/goldens_json.h"
@@ -27,8 +28,10 @@ struct DeltaRun {
   std::vector<float> out, state;
 };
 
-// Runs rows [0, n) of a golden case in steps of `step` rows (0: all at once).
-DeltaRun run_delta(const Json& c, int64_t step, ThreadPool* pool) {
+// Runs rows [0, n) of a golden case in steps of `step` rows (0: all at once) with `kernel`,
+// called as kernel(args, threads) for each step.
+template <class Kernel>
+DeltaRun run_delta(const Json& c, int64_t step, int threads, const Kernel& kernel) {
   const int64_t n = c.at("n"), kh = c.at("k_heads"), vh = c.at("v_heads"), dk = c.at("k_dim"),
                 dv = c.at("v_dim");
   const std::vector<float> q = floats(c["q"]), k = floats(c["k"]), v = floats(c["v"]),
@@ -36,17 +39,39 @@ DeltaRun run_delta(const Json& c, int64_t step, ThreadPool* pool) {
                            dt_bias = floats(c["dt_bias"]);
   DeltaRun r{std::vector<float>(static_cast<size_t>(n * vh * dv)), floats(c["initial_state"])};
   if (r.state.empty()) r.state.assign(static_cast<size_t>(vh * dk * dv), 0.0f);
-  const int threads = pool ? pool->size() : 1;
   std::vector<float> scratch(static_cast<size_t>(threads * cpu::delta_rule_scratch_floats(dk, dv)));
   for (int64_t t0 = 0; t0<n; t0 += step> 0 ? step : n) {
     const int64_t count = std::min(n - t0, step > 0 ? step : n);
-    cpu::gated_delta_rule(
-        {q.data() + t0 * kh * dk, k.data() + t0 * kh * dk, v.data() + t0 * vh * dv,
-         a.data() + t0 * vh, b.data() + t0 * vh, a_log.data(), dt_bias.data(), count, kh, vh, dk,
-         dv, r.state.data(), r.out.data() + t0 * vh * dv, scratch.data()},
-        pool);
+    kernel(cpu::DeltaRuleArgs{q.data() + t0 * kh * dk, k.data() + t0 * kh * dk,
+                              v.data() + t0 * vh * dv, a.data() + t0 * vh, b.data() + t0 * vh,
+                              a_log.data(), dt_bias.data(), count, kh, vh, dk, dv, r.state.data(),
+                              r.out.data() + t0 * vh * dv, scratch.data()});
   }
   return r;
+}
+
+// The reference kernel, on a pool or not.
+DeltaRun run_delta(const Json& c, int64_t step, ThreadPool* pool) {
+  return run_delta(c, step, pool ? pool->size() : 1,
+                   [&](const cpu::DeltaRuleArgs& a) { cpu::gated_delta_rule(a, pool); });
+}
+
+// The fast backend's kernel at the active level.
+DeltaRun run_delta_fast(const Json& c, int64_t step, ThreadPool& pool) {
+  return run_delta(c, step, pool.size(),
+                   [&](const cpu::DeltaRuleArgs& a) { cpu::gated_delta_rule_fast(a, pool); });
+}
+
+// The levels this CPU runs, each made active in turn; the default level is restored after.
+template <class F>
+void at_each_level(const F& fn) {
+  const cpu::Isa saved = cpu::active_isa();
+  for (cpu::Isa isa : {cpu::Isa::Portable, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+    if (isa > cpu::detected_isa()) continue;
+    cpu::set_active_isa(isa);
+    fn(isa);
+  }
+  cpu::set_active_isa(saved);
 }
 
 TEST(GatedDeltaRule, MatchesTransformersChunkedAndRecurrentPaths) {
@@ -77,6 +102,19 @@ TEST(GatedDeltaRule, PromptWholeTokenByTokenOrInPiecesGivesTheSameBits) {
       EXPECT_EQ(split.state, whole.state) << "steps of " << step;
     }
   }
+}
+
+TEST(GatedDeltaRule, FastRecurrenceGivesTheReferenceBitsAtEveryLevel) {
+  const Json& c = goldens().at("delta_rule").at(0);  // 70 tokens
+  ThreadPool pool(3);
+  const DeltaRun reference = run_delta(c, 0, nullptr);
+  at_each_level([&](cpu::Isa isa) {
+    for (int64_t step : {0, 1, 33}) {
+      const DeltaRun fast = run_delta_fast(c, step, pool);
+      EXPECT_EQ(fast.out, reference.out) << cpu::isa_name(isa) << ", steps of " << step;
+      EXPECT_EQ(fast.state, reference.state) << cpu::isa_name(isa) << ", steps of " << step;
+    }
+  });
 }
 
 TEST(CausalConv, MatchesTransformersConvolution) {

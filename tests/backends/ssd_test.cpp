@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/recurrent.h"
 #include "io/json.h"
 #include "support/goldens_json.h"
@@ -28,8 +29,24 @@ struct SsdRun {
   std::vector<float> out, state;
 };
 
-// Runs rows [0, n) of a golden case in steps of `step` rows (0: all at once).
-SsdRun run_ssd(const Json& c, int64_t step, ThreadPool* pool) {
+// Each head's [rows, cols] block of a [heads, rows, cols] state, transposed: transformers'
+// ssm_state [heads, head_dim, d_state] to lathe's [heads, d_state, head_dim] and back.
+std::vector<float> transposed(const std::vector<float>& s, int64_t heads, int64_t rows,
+                              int64_t cols) {
+  std::vector<float> t(s.size());
+  if (s.empty()) return t;  // no initial state
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        t[static_cast<size_t>((h * cols + c) * rows + r)] =
+            s[static_cast<size_t>((h * rows + r) * cols + c)];
+  return t;
+}
+
+// Runs rows [0, n) of a golden case in steps of `step` rows (0: all at once) with the
+// reference kernel on `pool` or none, or with the fast backend's at the active level;
+// the state is returned in transformers' layout.
+SsdRun run_ssd(const Json& c, int64_t step, ThreadPool* pool, bool fast = false) {
   const int64_t n = c.at("n"), heads = c.at("heads"), dp = c.at("head_dim"),
                 groups = c.at("groups"), ds = c.at("d_state");
   const std::vector<float> x = floats(c["x"]), dt = floats(c["dt"]), a_log = floats(c["A_log"]),
@@ -38,16 +55,34 @@ SsdRun run_ssd(const Json& c, int64_t step, ThreadPool* pool) {
   const float dt_min = c.at("dt_min").get<float>();
   const float dt_max =
       c["dt_max"].is_null() ? std::numeric_limits<float>::infinity() : c["dt_max"].get<float>();
-  SsdRun r{std::vector<float>(static_cast<size_t>(n * heads * dp)), floats(c["initial_state"])};
+  SsdRun r{std::vector<float>(static_cast<size_t>(n * heads * dp)),
+           transposed(floats(c["initial_state"]), heads, dp, ds)};
   if (r.state.empty()) r.state.assign(static_cast<size_t>(heads * dp * ds), 0.0f);
   const int64_t rows = step > 0 ? step : n;
   for (int64_t t0 = 0; t0 < n; t0 += rows) {
     const int64_t count = std::min(n - t0, rows);
-    cpu::ssd({x.data() + t0 * heads * dp, dt.data() + t0 * heads, a_log.data(), dt_bias.data(),
-              b.data() + t0 * groups * ds, cc.data() + t0 * groups * ds, d.data(), dt_min, dt_max,
-              count, heads, dp, groups, ds, r.state.data(), r.out.data() + t0 * heads * dp},
-             pool);
+    const cpu::SsdArgs args{x.data() + t0 * heads * dp,
+                            dt.data() + t0 * heads,
+                            a_log.data(),
+                            dt_bias.data(),
+                            b.data() + t0 * groups * ds,
+                            cc.data() + t0 * groups * ds,
+                            d.data(),
+                            dt_min,
+                            dt_max,
+                            count,
+                            heads,
+                            dp,
+                            groups,
+                            ds,
+                            r.state.data(),
+                            r.out.data() + t0 * heads * dp};
+    if (fast)
+      cpu::ssd_fast(args, *pool);
+    else
+      cpu::ssd(args, pool);
   }
+  r.state = transposed(r.state, heads, ds, dp);
   return r;
 }
 
@@ -83,6 +118,22 @@ TEST(Ssd, ClampsDtToTheTimeStepLimit) {
   unclamped["dt_max"] = nullptr;
   EXPECT_GT(relative_error(run_ssd(unclamped, 0, nullptr).out, floats((*clamped)["chunk"]["out"])),
             1e-3);
+}
+
+TEST(Ssd, FastKernelsGiveTheReferenceBitsAtEveryLevel) {
+  ThreadPool pool(2);
+  const cpu::Isa saved = cpu::active_isa();
+  for (const Json& c : goldens().at("ssd")) {
+    const SsdRun reference = run_ssd(c, 0, nullptr);
+    for (cpu::Isa isa : {cpu::Isa::Portable, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+      if (isa > cpu::detected_isa()) continue;
+      cpu::set_active_isa(isa);
+      const SsdRun fast = run_ssd(c, 0, &pool, true);
+      EXPECT_EQ(fast.out, reference.out) << c["name"] << " at " << cpu::isa_name(isa);
+      EXPECT_EQ(fast.state, reference.state) << c["name"] << " at " << cpu::isa_name(isa);
+    }
+  }
+  cpu::set_active_isa(saved);
 }
 
 TEST(Ssd, PromptWholeTokenByTokenOrInPiecesGivesTheSameBits) {

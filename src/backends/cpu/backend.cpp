@@ -172,7 +172,10 @@ void gated_delta_rule(const NodeArgs& a, bool reference) {
                             recurrent_state(a, s, {vh, dk, dv}),
                             a.out.mut<float>() + s.first * vh * dv,
                             a.workspace};
-    cpu::gated_delta_rule(args, reference ? nullptr : &a.pool);
+    if (reference)
+      cpu::gated_delta_rule(args, nullptr);
+    else
+      cpu::gated_delta_rule_fast(args, a.pool);
   }
 }
 
@@ -194,9 +197,12 @@ void ssd(const NodeArgs& a, bool reference) {
                       dp,
                       groups,
                       ds,
-                      recurrent_state(a, s, {heads, dp, ds}),
+                      recurrent_state(a, s, {heads, ds, dp}),
                       a.out.mut<float>() + s.first * heads * dp};
-    cpu::ssd(args, reference ? nullptr : &a.pool);
+    if (reference)
+      cpu::ssd(args, nullptr);
+    else
+      cpu::ssd_fast(args, a.pool);
   }
 }
 

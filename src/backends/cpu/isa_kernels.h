@@ -41,6 +41,38 @@ struct AttentionArgs {
   const float* sinks = nullptr;
 };
 
+struct DeltaRuleArgs {
+  const float *q, *k;    // [n, k_heads, k_dim] (after the convolution)
+  const float* v;        // [n, v_heads, v_dim]
+  const float *a, *b;    // [n, v_heads]: the decay's and the write strength's projections
+  const float* a_log;    // [v_heads]: the decay rate is -exp(A_log)
+  const float* dt_bias;  // [v_heads]
+  int64_t n, k_heads, v_heads, k_dim, v_dim;
+  float* state;    // [v_heads, k_dim, v_dim]
+  float* out;      // [n, v_heads, v_dim]
+  float* scratch;  // delta_rule_scratch_floats() per thread of the pool (one without)
+};
+
+struct SsdArgs {
+  const float* x;        // [n, heads, head_dim] (after the convolution)
+  const float* dt;       // [n, heads]: the time step's projection
+  const float* a_log;    // [heads]: A = -exp(A_log)
+  const float* dt_bias;  // [heads]
+  const float *b, *c;    // [n, groups, d_state]
+  const float* d;        // [heads]: the skip
+  float dt_min, dt_max;
+  int64_t n, heads, head_dim, groups, d_state;
+  float* state;  // [heads, d_state, head_dim]: transformers' ssm_state transposed
+  float* out;    // [n, heads, head_dim]
+};
+
+// The recurrent kernels of one level (recurrent_kernels.inc; recurrent.h gives their math), for
+// heads [h0, h1) over every row, token by token: the gated delta rule (with `scratch` of
+// delta_rule_scratch_floats) and Mamba2's scan. Declared in `portable` too (recurrent.cpp).
+#define LATHE_DECLARE_RECURRENT_KERNELS                                                  \
+  void delta_rule_heads(const DeltaRuleArgs& a, int64_t h0, int64_t h1, float* scratch); \
+  void ssd_heads(const SsdArgs& a, int64_t h0, int64_t h1);
+
 // One level's kernels, declared alike in each level's namespace. Rows [n0, n1) of
 // y[m, ldy] = x[m, k] . w[n, k]^T, without bias:
 //  - gemm_rows: f32 activations, f32 or bf16 weights (widened exactly), fused
@@ -56,17 +88,23 @@ struct AttentionArgs {
                  int64_t ldy, int64_t k);                                                        \
   void attend_rows(const AttentionArgs& a, int64_t r0, int64_t r1, float* scores);
 
+namespace portable {
+LATHE_DECLARE_RECURRENT_KERNELS
+}
 namespace avx2 {
 LATHE_DECLARE_ISA_KERNELS
-}
+LATHE_DECLARE_RECURRENT_KERNELS
+}  // namespace avx2
 namespace avx512 {
 LATHE_DECLARE_ISA_KERNELS
-}
+LATHE_DECLARE_RECURRENT_KERNELS
+}  // namespace avx512
 namespace avx512bf16 {
 void gemm_bf16_dot(const uint16_t* x, const uint16_t* w, float* y, int64_t m, int64_t n0,
                    int64_t n1, int64_t ldy, int64_t k);
 void to_bf16(const float* x, uint16_t* out, int64_t n);
 }  // namespace avx512bf16
 #undef LATHE_DECLARE_ISA_KERNELS
+#undef LATHE_DECLARE_RECURRENT_KERNELS
 
 }  // namespace lathe::cpu
