@@ -205,6 +205,8 @@ Value Builder::rope(Value x, Value tables, RopeLayout layout) {
 Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Value slopes,
                          Value sinks) {
   expect_f32(q, "attention", "q");
+  if (p.window < 0 || p.chunk < 0)
+    fail("internal: attention: window ", p.window, " and chunk ", p.chunk, " must not be negative");
   if (p.kv_read_only) {
     const Shape& qs = shape(q);
     if (k.valid() || v.valid() || p.value_dim > 0 || p.bias != PositionBias::None ||
@@ -215,6 +217,7 @@ Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Va
     n.params.kv_read_only = true;
     n.params.layer = p.layer;
     n.params.window = p.window;
+    n.params.chunk = p.chunk;
     n.params.scale = p.scale;
     n.params.softcap = p.softcap;
     return add_node(std::move(n));
@@ -249,6 +252,7 @@ Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Va
   n.params.value_dim = p.value_dim;
   n.params.layer = p.layer;
   n.params.window = p.window;
+  n.params.chunk = p.chunk;
   n.params.scale = p.scale;
   n.params.softcap = p.softcap;
   n.params.bias = p.bias;

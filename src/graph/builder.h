@@ -76,6 +76,8 @@ class Builder {
     // earlier node of the step, and nothing is appended (Gemma4's KV-shared layers). Values
     // are then head_dim wide.
     bool kv_read_only = false;
+    // > 0: Llama 4's chunked attention, each query within its chunk of positions (Params::chunk).
+    int64_t chunk = 0;
   };
   // q and k [n, (kv_)heads, head_dim], v [n, kv_heads, v_dim] -> [n, heads, v_dim]. With a
   // position bias, `slopes` is a Weight of `heads` F32 values. `sinks` (may be invalid): `heads`

@@ -104,7 +104,7 @@ uint64_t Graph::hash() const {
                   static_cast<int>(p.glu), static_cast<int>(p.kv_read_only)})
       h.add(v);
     for (int64_t v : {p.layer, p.window, p.value_dim, p.id_offset, p.input_slot, p.top_k, p.groups,
-                      p.top_groups, p.slice_start, p.state_slot})
+                      p.top_groups, p.slice_start, p.state_slot, p.chunk})
       h.add(v);
     if (n.op == Op::Weight) {
       h.shape(n.constant.shape());

@@ -48,7 +48,8 @@ enum class Op : uint8_t {
   Rope,            // rotary embedding of x [n, heads, head_dim] with tables [2, n, rot/2]
   Attention,       // appends k, v to the layer's cache at the step's positions; causal attention
                    // (with value_dim and no v: the values are the keys' first value_dim dims;
-                   // with sinks [heads]: each head's learned logit joins its softmax's denominator)
+                   // with sinks [heads]: each head's learned logit joins its softmax's denominator;
+                   // with a chunk, within the query's chunk of positions only)
   Rows,            // rows of x [n, dim] at indices [r] -> [r, dim]
   Route,           // router logits [n, experts] (+ bias [experts]) -> [2, n, k]: each token's k
                    // expert weights (plane 0) and expert ids (plane 1, exact integers in f32)
@@ -142,6 +143,9 @@ struct Params {
   int64_t slice_start = 0;  // Slice: the first column
   int64_t state_slot = 0;   // CausalConv, GatedDeltaRule, Ssd: which of the layer's state tensors
   float dt_min = 0, dt_max = 0;  // Ssd: dt = softplus(dt + dt_bias) clamped to [dt_min, dt_max]
+  // Llama 4. Attention: chunked (> 0), a query at p sees only the keys of its chunk of
+  // positions, from p - p % chunk (create_chunked_causal_mask).
+  int64_t chunk = 0;
 };
 
 // The step inputs an Input node can be bound to.

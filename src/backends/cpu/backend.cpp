@@ -120,6 +120,7 @@ void attention(const NodeArgs& a, bool reference) {
                             l.v.defined() ? v_row : kv_row,
                             l.v.defined() ? v_dim : head_dim,
                             f32(a.inputs[4])};
+    args.chunk = p.chunk;
     if (reference)
       cpu::attention_reference(args);
     else
