@@ -397,7 +397,7 @@ Value Builder::route(Value logits, const RouteParams& p, Value bias, Value exper
 }
 
 Value Builder::experts(Value x, Value route, const std::vector<Expert>& experts, Activation act,
-                       ExpertGluParams glu) {
+                       ExpertGluParams glu, bool scale_inputs) {
   expect_f32(x, "experts", "input");
   expect_f32(route, "experts", "route");
   if (shape(x).size() != 2 || node(route).op != Op::Route || dim(route, 1) != dim(x, 0))
@@ -413,6 +413,7 @@ Value Builder::experts(Value x, Value route, const std::vector<Expert>& experts,
   n.params.glu = glu.kind;
   n.params.limit = glu.limit;
   n.params.alpha = glu.alpha;
+  n.params.scale_inputs = scale_inputs;
   const int64_t d = dim(x, 1);
   int64_t inter = -1;
   for (const Expert& e : experts) {

@@ -131,9 +131,10 @@ class Builder {
     Value gate_bias = {}, up_bias = {}, down_bias = {};
   };
   // The mixture of experts (Op::Experts) of x [n, dim] with the route of route(): each token
-  // runs only its k experts, whose outputs are summed in the route's order.
+  // runs only its k experts, whose outputs are summed in the route's order. `scale_inputs`:
+  // the route's weights scale each expert's input, not its output (Llama4TextMoe).
   Value experts(Value x, Value route, const std::vector<Expert>& experts, Activation act,
-                ExpertGluParams glu = {});
+                ExpertGluParams glu = {}, bool scale_inputs = false);
 
  private:
   Value add_node(Node node);

@@ -439,7 +439,7 @@ class CpuBackend : public Backend {
         cpu::experts(
             {x->data<float>(), a.inputs[1]->data<float>(), x->dim(0), x->dim(1), up.dim(0),
              n.params.top_k, experts, a.inputs.data() + 2, n.params.act, a.out.mut<float>(),
-             a.workspace, n.params.glu, n.params.limit, n.params.alpha},
+             a.workspace, n.params.glu, n.params.limit, n.params.alpha, n.params.scale_inputs},
             reference_, a.pool);
         return;
       }
