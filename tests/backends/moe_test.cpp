@@ -237,6 +237,36 @@ TEST(Experts, GluBiasesAndSinksEnterTheGraphHash) {
   EXPECT_NE(attention_hash(false), attention_hash(true));
 }
 
+// Llama 4's parameters enter the graph hash too: the route kind, experts that scale their
+// inputs, an attention's chunk.
+TEST(Experts, Llama4ParametersEnterTheGraphHash) {
+  const Tensor x = random_tensor({3, 8}, 1), router = random_tensor({4, 8}, 2);
+  const Tensor gate = random_tensor({5, 8}, 3), up = random_tensor({5, 8}, 4);
+  const Tensor down = random_tensor({8, 5}, 5);
+  auto experts_hash = [&](graph::Routing routing, bool scale_inputs) {
+    graph::Builder g;
+    graph::Value xv = g.weight(x);
+    graph::Value r = g.route(g.linear(xv, g.weight(router)), {.routing = routing, .top_k = 1});
+    std::vector<graph::Builder::Expert> ex(4, {g.weight(gate), g.weight(up), g.weight(down)});
+    g.output(g.experts(xv, r, ex, graph::Activation::Silu, {}, scale_inputs));
+    return g.graph().hash();
+  };
+  const uint64_t llama4 = experts_hash(graph::Routing::TopKSigmoid, true);
+  EXPECT_EQ(llama4, experts_hash(graph::Routing::TopKSigmoid, true));
+  EXPECT_NE(llama4, experts_hash(graph::Routing::TopKSigmoid, false));
+  EXPECT_NE(llama4, experts_hash(graph::Routing::TopKSoftmax, true));
+
+  const Tensor q = random_tensor({2, 4, 8}, 7), kv = random_tensor({2, 2, 8}, 8);
+  auto attention_hash = [&](int64_t chunk) {
+    graph::Builder g;
+    g.output(g.attention(g.weight(q), g.weight(kv), g.weight(kv),
+                         {.layer = 0, .scale = 0.3f, .chunk = chunk}));
+    return g.graph().hash();
+  };
+  EXPECT_NE(attention_hash(0), attention_hash(4));
+  EXPECT_NE(attention_hash(4), attention_hash(5));
+}
+
 // Llama4TextMoe: each token's weight multiplies the expert's input, not its output, so the
 // output is the sum over its k experts of down(act(gate (w x)) * up (w x)): against that
 // definition in double, and unlike the weighted outputs of the same route.
