@@ -205,6 +205,8 @@ Value Builder::rope(Value x, Value tables, RopeLayout layout) {
 Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Value slopes,
                          Value sinks) {
   expect_f32(q, "attention", "q");
+  if (p.window < 0 || p.chunk < 0)
+    fail("internal: attention: window ", p.window, " and chunk ", p.chunk, " must not be negative");
   if (p.kv_read_only) {
     const Shape& qs = shape(q);
     if (k.valid() || v.valid() || p.value_dim > 0 || p.bias != PositionBias::None ||
@@ -215,6 +217,7 @@ Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Va
     n.params.kv_read_only = true;
     n.params.layer = p.layer;
     n.params.window = p.window;
+    n.params.chunk = p.chunk;
     n.params.scale = p.scale;
     n.params.softcap = p.softcap;
     return add_node(std::move(n));
@@ -249,6 +252,7 @@ Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Va
   n.params.value_dim = p.value_dim;
   n.params.layer = p.layer;
   n.params.window = p.window;
+  n.params.chunk = p.chunk;
   n.params.scale = p.scale;
   n.params.softcap = p.softcap;
   n.params.bias = p.bias;
@@ -393,7 +397,7 @@ Value Builder::route(Value logits, const RouteParams& p, Value bias, Value exper
 }
 
 Value Builder::experts(Value x, Value route, const std::vector<Expert>& experts, Activation act,
-                       ExpertGluParams glu) {
+                       ExpertGluParams glu, bool scale_inputs) {
   expect_f32(x, "experts", "input");
   expect_f32(route, "experts", "route");
   if (shape(x).size() != 2 || node(route).op != Op::Route || dim(route, 1) != dim(x, 0))
@@ -409,6 +413,7 @@ Value Builder::experts(Value x, Value route, const std::vector<Expert>& experts,
   n.params.glu = glu.kind;
   n.params.limit = glu.limit;
   n.params.alpha = glu.alpha;
+  n.params.scale_inputs = scale_inputs;
   const int64_t d = dim(x, 1);
   int64_t inter = -1;
   for (const Expert& e : experts) {

@@ -76,6 +76,8 @@ class Builder {
     // earlier node of the step, and nothing is appended (Gemma4's KV-shared layers). Values
     // are then head_dim wide.
     bool kv_read_only = false;
+    // > 0: Llama 4's chunked attention, each query within its chunk of positions (Params::chunk).
+    int64_t chunk = 0;
   };
   // q and k [n, (kv_)heads, head_dim], v [n, kv_heads, v_dim] -> [n, heads, v_dim]. With a
   // position bias, `slopes` is a Weight of `heads` F32 values. `sinks` (may be invalid): `heads`
@@ -130,9 +132,10 @@ class Builder {
     Value gate_bias = {}, up_bias = {}, down_bias = {};
   };
   // The mixture of experts (Op::Experts) of x [n, dim] with the route of route(): each token
-  // runs only its k experts, whose outputs are summed in the route's order.
+  // runs only its k experts, whose outputs are summed in the route's order. `scale_inputs`:
+  // the route's weights scale each expert's input, not its output (Llama4TextMoe).
   Value experts(Value x, Value route, const std::vector<Expert>& experts, Activation act,
-                ExpertGluParams glu = {});
+                ExpertGluParams glu = {}, bool scale_inputs = false);
 
  private:
   Value add_node(Node node);

@@ -48,13 +48,15 @@ enum class Op : uint8_t {
   Rope,            // rotary embedding of x [n, heads, head_dim] with tables [2, n, rot/2]
   Attention,       // appends k, v to the layer's cache at the step's positions; causal attention
                    // (with value_dim and no v: the values are the keys' first value_dim dims;
-                   // with sinks [heads]: each head's learned logit joins its softmax's denominator)
+                   // with sinks [heads]: each head's learned logit joins its softmax's denominator;
+                   // with a chunk, within the query's chunk of positions only)
   Rows,            // rows of x [n, dim] at indices [r] -> [r, dim]
   Route,           // router logits [n, experts] (+ bias [experts]) -> [2, n, k]: each token's k
                    // expert weights (plane 0) and expert ids (plane 1, exact integers in f32)
   Experts,         // x [n, dim], route [2, n, k], then kExpertInputs per expert (gate, up, down
                    // weights and their optional biases) -> [n, dim]: sum over the token's k experts
-                   // of weight * down(glu(gate x, up x)), glu as Params::glu says
+                   // of weight * down(glu(gate x, up x)), glu as Params::glu says (with
+                   // scale_inputs: of down(glu(gate (weight x), up (weight x))))
   Concat,          // a [.., m], b [.., n] with equal leading dimensions -> [.., m + n]
   HeadLinear,      // x [n, heads, k] . w[heads, m, k]^T per head -> [n, heads, m] (MLA)
   Slice,           // columns [slice_start, slice_start + m) of x [.., cols] -> [.., m]
@@ -95,6 +97,9 @@ enum class PositionBias : uint8_t { None, Alibi, AlibiFalcon };
 //   SparseMixer: PhiMoE's sparsemixer in eval mode, k = 2: the largest logit, weighted by
 //                the softmax over the logits within 2 eps of it (relative to max(|logit|, it));
 //                then the largest of the others, weighted likewise among them. Not renormalised.
+//   TopKSigmoid: the k largest logits in torch.topk(sorted=True)'s order, each weighted by its
+//                sigmoid (Llama4Router; its experts take the weight on their input, see
+//                Params::scale_inputs).
 // Weights are then divided by their sum when `norm_topk` is set (adding eps to the sum) and
 // multiplied by `scale` (routed_scaling_factor).
 enum class Routing : uint8_t {
@@ -104,7 +109,8 @@ enum class Routing : uint8_t {
   SoftmaxGreedy,
   SoftmaxBiased,
   SigmoidTopK,
-  SparseMixer
+  SparseMixer,
+  TopKSigmoid
 };
 // How an Experts node joins each expert's gate and up projections (biases added) into the
 // input of its down projection:
@@ -142,6 +148,12 @@ struct Params {
   int64_t slice_start = 0;  // Slice: the first column
   int64_t state_slot = 0;   // CausalConv, GatedDeltaRule, Ssd: which of the layer's state tensors
   float dt_min = 0, dt_max = 0;  // Ssd: dt = softplus(dt + dt_bias) clamped to [dt_min, dt_max]
+  // Llama 4. Attention: chunked (> 0), a query at p sees only the keys of its chunk of
+  // positions, from p - p % chunk (create_chunked_causal_mask). Experts: each token's weight
+  // multiplies the expert's input instead of its output, down(glu(gate (w x), up (w x)))
+  // (Llama4TextMoe's routed_in = hidden_states * router_scores).
+  int64_t chunk = 0;
+  bool scale_inputs = false;
 };
 
 // The step inputs an Input node can be bound to.

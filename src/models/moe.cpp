@@ -132,7 +132,7 @@ Value moe(Builder& g, Value x, const MoeWeights& w, const MoeSpec& s, const std:
   for (const GatedMlpWeights& e : w.experts)
     experts.push_back({g.weight(e.gate), g.weight(e.up), g.weight(e.down), g.weight(e.gate_bias),
                        g.weight(e.up_bias), g.weight(e.down_bias)});
-  Value out = g.experts(x, route, experts, s.act, s.glu);
+  Value out = g.experts(x, route, experts, s.act, s.glu, s.scale_inputs);
   if (s.shared_inter > 0) {
     Value shared = feed_forward(g, x, w.shared, s.act);
     if (s.shared_gate)

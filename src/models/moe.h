@@ -29,6 +29,7 @@ struct MoeSpec {
   graph::ExpertGluParams glu = {};  // GptOss: the clamped SwiGLU (swiglu_limit, swiglu_alpha)
   int64_t shared_inter = 0;         // a shared expert's intermediate size (0: none)
   bool shared_gate = false;         // Qwen2Moe: sigmoid(shared_expert_gate(x)) * shared_expert(x)
+  bool scale_inputs = false;        // Llama4: the route's weights scale the experts' inputs
 };
 
 // Where a checkpoint keeps a MoE block's tensors, relative to the block's prefix.

@@ -40,8 +40,14 @@ std::vector<double> read_factor_list(const JsonFields& f, const std::string& key
   return out;
 }
 
-// get_llama_4_attn_scale in f32: 1 + beta * log(1 + floor(pos / length)); 1 without a beta.
+// The queries' position scale in f32: Llama4TextAttention's attn_scales (temperature tuning), or
+// get_llama_4_attn_scale's 1 + beta * log(1 + floor(pos / length)); 1 without either.
 float llama_4_scale(const RopeConfig& c, int64_t pos) {
+  if (c.temperature_attn_scale != 0) {  // Llama4TextAttention's attn_scales, in f32
+    const float blocks = std::floor((static_cast<float>(pos) + 1.0f) /
+                                    static_cast<float>(c.temperature_floor_scale));
+    return std::log1p(blocks) * static_cast<float>(c.temperature_attn_scale) + 1.0f;
+  }
   if (c.llama_4_scaling_beta == 0) return 1.0f;
   const float blocks =
       std::floor(static_cast<float>(pos) / static_cast<float>(c.llama_4_scaling_length));
@@ -305,10 +311,11 @@ uint64_t Rope::hash() const {
   for (double v :
        {c.theta, c.factor, c.beta_fast, c.beta_slow, c.low_freq_factor, c.high_freq_factor,
         c.attention_factor.value_or(-1), c.mscale.value_or(-1), c.mscale_all_dim.value_or(-1),
-        c.llama_4_scaling_beta, c.short_mscale, c.long_mscale})
+        c.llama_4_scaling_beta, c.short_mscale, c.long_mscale, c.temperature_attn_scale})
     add(v);
-  for (int64_t v : {c.head_dim, c.rot_dim, c.max_position_embeddings,
-                    c.original_max_position_embeddings, c.llama_4_scaling_length, c.rotated_pairs})
+  for (int64_t v :
+       {c.head_dim, c.rot_dim, c.max_position_embeddings, c.original_max_position_embeddings,
+        c.llama_4_scaling_length, c.rotated_pairs, c.temperature_floor_scale})
     add(v);
   add(c.truncate);
   add(c.phimoe_mscale);

@@ -44,6 +44,11 @@ struct RopeConfig {
   // them (0: no such scale).
   double llama_4_scaling_beta = 0;
   int64_t llama_4_scaling_length = 0;
+  // Llama4TextAttention's attn_temperature_tuning (its NoPE layers): cos and sin also times
+  // log1p(floor((pos + 1) / floor_scale)) * attn_scale + 1 (attn_scale 0: no such scale). A
+  // schedule that rotates nothing (Proportional with no rotated pairs) then only scales.
+  double temperature_attn_scale = 0;
+  int64_t temperature_floor_scale = 0;
 };
 
 // Reads rope_parameters (transformers >= 5) or the legacy rope_theta + rope_scaling fields of

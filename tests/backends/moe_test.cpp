@@ -11,6 +11,7 @@
 
 #include "backends/cpu/moe.h"
 #include "backends/op_harness.h"
+#include "core/numeric.h"
 #include "io/json.h"
 
 namespace lathe {
@@ -48,6 +49,7 @@ graph::Routing routing(const std::string& name) {
   if (name == "softmax_biased") return graph::Routing::SoftmaxBiased;
   if (name == "sigmoid_topk") return graph::Routing::SigmoidTopK;
   if (name == "sparse_mixer") return graph::Routing::SparseMixer;
+  if (name == "topk_sigmoid") return graph::Routing::TopKSigmoid;
   throw std::runtime_error("routes.json: unknown routing " + name);
 }
 
@@ -112,7 +114,7 @@ TEST(Route, MatchesTransformersRouters) {
       }
     ++cases;
   }
-  EXPECT_GE(cases, 27);
+  EXPECT_GE(cases, 31);
 }
 
 // GptOssExperts._apply_gate: gate clamped above at the limit, up on both sides, then
@@ -233,6 +235,93 @@ TEST(Experts, GluBiasesAndSinksEnterTheGraphHash) {
     return g.graph().hash();
   };
   EXPECT_NE(attention_hash(false), attention_hash(true));
+}
+
+// Llama 4's parameters enter the graph hash too: the route kind, experts that scale their
+// inputs, an attention's chunk.
+TEST(Experts, Llama4ParametersEnterTheGraphHash) {
+  const Tensor x = random_tensor({3, 8}, 1), router = random_tensor({4, 8}, 2);
+  const Tensor gate = random_tensor({5, 8}, 3), up = random_tensor({5, 8}, 4);
+  const Tensor down = random_tensor({8, 5}, 5);
+  auto experts_hash = [&](graph::Routing routing, bool scale_inputs) {
+    graph::Builder g;
+    graph::Value xv = g.weight(x);
+    graph::Value r = g.route(g.linear(xv, g.weight(router)), {.routing = routing, .top_k = 1});
+    std::vector<graph::Builder::Expert> ex(4, {g.weight(gate), g.weight(up), g.weight(down)});
+    g.output(g.experts(xv, r, ex, graph::Activation::Silu, {}, scale_inputs));
+    return g.graph().hash();
+  };
+  const uint64_t llama4 = experts_hash(graph::Routing::TopKSigmoid, true);
+  EXPECT_EQ(llama4, experts_hash(graph::Routing::TopKSigmoid, true));
+  EXPECT_NE(llama4, experts_hash(graph::Routing::TopKSigmoid, false));
+  EXPECT_NE(llama4, experts_hash(graph::Routing::TopKSoftmax, true));
+
+  const Tensor q = random_tensor({2, 4, 8}, 7), kv = random_tensor({2, 2, 8}, 8);
+  auto attention_hash = [&](int64_t chunk) {
+    graph::Builder g;
+    g.output(g.attention(g.weight(q), g.weight(kv), g.weight(kv),
+                         {.layer = 0, .scale = 0.3f, .chunk = chunk}));
+    return g.graph().hash();
+  };
+  EXPECT_NE(attention_hash(0), attention_hash(4));
+  EXPECT_NE(attention_hash(4), attention_hash(5));
+}
+
+// Llama4TextMoe: each token's weight multiplies the expert's input, not its output, so the
+// output is the sum over its k experts of down(act(gate (w x)) * up (w x)): against that
+// definition in double, and unlike the weighted outputs of the same route.
+TEST(Experts, ScaledInputsMatchLlama4Definition) {
+  const int64_t tokens = 6, dim = 9, inter = 5, experts = 4, k = 2;
+  const Tensor x = random_tensor({tokens, dim}, 141), router = random_tensor({experts, dim}, 142);
+  std::vector<std::array<Tensor, 3>> w;
+  for (uint32_t e = 0; e < experts; ++e)
+    w.push_back({random_tensor({inter, dim}, 150 + e), random_tensor({inter, dim}, 160 + e),
+                 random_tensor({dim, inter}, 170 + e)});
+  const optest::Build build = [&](graph::Builder& g) {
+    graph::Value xv = g.weight(x);
+    graph::Value r = g.route(g.linear(xv, g.weight(router)),
+                             {.routing = graph::Routing::TopKSigmoid, .top_k = k});
+    std::vector<graph::Builder::Expert> ex;
+    for (const auto& e : w) ex.push_back({g.weight(e[0]), g.weight(e[1]), g.weight(e[2])});
+    return std::vector{r, g.experts(xv, r, ex, graph::Activation::Silu, {}, true),
+                       g.experts(xv, r, ex, graph::Activation::Silu)};
+  };
+  for (bool reference : {true, false}) {
+    ThreadPool pool(reference ? 1 : 3);
+    const optest::Outcome o =
+        optest::run(cpu_backend(reference), pool, optest::Mode::Planned, build, optest::Step{});
+    const float* route = o.values.at(0).data<float>();
+    const float* out = o.values.at(1).data<float>();
+    auto dot = [](const Tensor& m, int64_t row, const std::vector<double>& v) {
+      double s = 0;
+      for (size_t i = 0; i < v.size(); ++i)
+        s += m.data<float>()[row * static_cast<int64_t>(v.size()) + static_cast<int64_t>(i)] * v[i];
+      return s;
+    };
+    for (int64_t t = 0; t < tokens; ++t) {
+      std::vector<double> want(static_cast<size_t>(dim), 0.0);
+      for (int64_t j = 0; j < k; ++j) {
+        const double weight = route[t * k + j];
+        EXPECT_GT(weight, 0.0);
+        EXPECT_LT(weight, 1.0);
+        const auto& e = w[static_cast<size_t>(route[tokens * k + t * k + j])];
+        std::vector<double> xt(static_cast<size_t>(dim));
+        for (int64_t d = 0; d < dim; ++d)
+          xt[static_cast<size_t>(d)] = weight * x.data<float>()[t * dim + d];
+        std::vector<double> h(static_cast<size_t>(inter));
+        for (int64_t i = 0; i < inter; ++i) {
+          const double gate = dot(e[0], i, xt);
+          h[static_cast<size_t>(i)] = gate / (1 + std::exp(-gate)) * dot(e[1], i, xt);
+        }
+        for (int64_t d = 0; d < dim; ++d) want[static_cast<size_t>(d)] += dot(e[2], d, h);
+      }
+      for (int64_t d = 0; d < dim; ++d)
+        EXPECT_NEAR(out[t * dim + d], want[static_cast<size_t>(d)], 1e-5)
+            << (reference ? "reference" : "fast") << " token " << t << " dim " << d;
+    }
+    EXPECT_GT(nmse(optest::floats(o.values.at(1)), optest::floats(o.values.at(2))), 1e-3)
+        << "input scaling must show here";
+  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/op_harness.h"
@@ -138,7 +139,8 @@ struct Attend {
   std::vector<double> definition(int64_t t, int64_t h,
                                  const std::function<double(double, int64_t)>& score) const {
     const int64_t p = pos0 + t, hd = head_dim(), kvh = h / (heads() / kv_heads());
-    const int64_t first = params.window > 0 ? std::max<int64_t>(0, p - params.window + 1) : 0;
+    int64_t first = params.window > 0 ? std::max<int64_t>(0, p - params.window + 1) : 0;
+    if (params.chunk > 0) first = std::max(first, p - p % params.chunk);
     const float* qr = q.data<float>() + (t * heads() + h) * hd;
     const Tensor kh = cache_history(pos0, kv_heads(), hd, seed, false);
     const Tensor vh = cache_history(pos0, kv_heads(), hd, seed, true);
@@ -389,6 +391,48 @@ TEST(Attention, AlibiFalconRoundsKeyPositionsToBf16) {
     });
     for (int64_t d = 0; d < hd; ++d)
       EXPECT_NEAR(out.data<float>()[h * hd + d], want[static_cast<size_t>(d)], 1e-5);
+  }
+}
+
+// Llama 4's chunked attention: a query at p sees the keys of its chunk only, from p - p % chunk
+// (create_chunked_causal_mask); on a ring of the chunk's size as on a full cache. A chunk of
+// one leaves each query its own value row.
+TEST(Attention, ChunkedSeesOnlyItsChunk) {
+  const int64_t heads = 4, kvh = 2, hd = 10;
+  for (auto [n, pos0, chunk] :
+       {std::tuple<int64_t, int64_t, int64_t>{9, 3, 4}, {1, 21, 5}, {6, 17, 3}}) {
+    Attend a{.q = random_tensor({n, heads, hd}, 71),
+             .k = random_tensor({n, kvh, hd}, 72),
+             .v = random_tensor({n, kvh, hd}, 73),
+             .pos0 = pos0,
+             .max_seq = 32,
+             .params = {.layer = 0, .scale = 0.4f, .chunk = chunk}};
+    const Tensor ref = a.out(true);
+    EXPECT_LT(nmse_of(a.out(false), ref), 1e-12) << "chunk " << chunk;
+    a.expect_definition(ref, plain);
+    Attend ring = a;
+    ring.ring_window = chunk;
+    const Outcome r = ring.run_on(true);
+    ASSERT_LT(r.caches.at(0).layers.at(0).slots, 32) << "the cache must be a ring";
+    EXPECT_TRUE(same_bits(r.values.at(0), ref)) << "chunk " << chunk;
+    EXPECT_TRUE(same_bits(ring.out(false), a.out(false))) << "chunk " << chunk;
+    Attend full = a;
+    full.params.chunk = 0;
+    EXPECT_GT(nmse_of(full.out(true), ref), 1e-4) << "the chunks must show here";
+  }
+  Attend one{.q = random_tensor({5, heads, hd}, 74),
+             .k = random_tensor({5, kvh, hd}, 75),
+             .v = random_tensor({5, kvh, hd}, 76),
+             .pos0 = 2,
+             .max_seq = 8,
+             .params = {.layer = 0, .scale = 0.4f, .chunk = 1}};
+  for (bool reference : {true, false}) {
+    const Tensor out = one.out(reference);
+    for (int64_t t = 0; t < 5; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t d = 0; d < hd; ++d)
+          EXPECT_FLOAT_EQ(out.data<float>()[(t * heads + h) * hd + d],
+                          one.v.data<float>()[(t * kvh + h / (heads / kvh)) * hd + d]);
   }
 }
 

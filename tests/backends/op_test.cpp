@@ -332,6 +332,7 @@ struct AttentionCase {
   // No k, v: the cache already holds the step's positions (prefilled to pos0 + count) and
   // the op only reads it (Gemma4's KV-shared layers).
   bool read_only = false;
+  int64_t chunk = 0;  // > 0: Llama 4's chunked attention (a ring: slots = chunk - 1 + ...)
 };
 
 Case attention_case(const AttentionCase& a) {
@@ -360,7 +361,7 @@ Case attention_case(const AttentionCase& a) {
     LayerStateSpec layer1 = full;
     if (a.ring) {
       layer1.kind = StateKind::SlidingKV;
-      layer1.window = a.window;
+      layer1.window = a.window > 0 ? a.window : a.chunk;
     }
     for (size_t i = 0; i < a.seqs.size(); ++i)
       caches.push_back(prefilled_cache({full, layer1}, a.seqs[i].max_seq, max_count,
@@ -388,7 +389,8 @@ Case attention_case(const AttentionCase& a) {
       .softcap = a.softcap,
       .bias = a.bias,
       .value_dim = a.values_in_keys,
-      .kv_read_only = a.read_only};
+      .kv_read_only = a.read_only,
+      .chunk = a.chunk};
   return {std::string("attention_") + a.what, Op::Attention, DType::F32,
           [q, k, v, slopes, sinks, p](Builder& g) {
             if (p.kv_read_only) return std::vector{g.attention(g.weight(q), {}, {}, p)};
@@ -569,6 +571,27 @@ void attention_cases(std::vector<Case>& out) {
        .ring = true,
        .scale = 1.0f,
        .read_only = true},
+      // Chunked: a prefill across chunk boundaries, rings of two sequences, chunks that start
+      // inside key blocks.
+      {.what = "chunk5_prefill",
+       .heads = 4,
+       .kv_heads = 2,
+       .head_dim = 12,
+       .seqs = {S{11, 3, 16}},
+       .chunk = 5},
+      {.what = "chunk4_ring_two_sequences",
+       .heads = 4,
+       .kv_heads = 2,
+       .head_dim = 12,
+       .seqs = {S{1, 22, 32}, S{6, 7, 16}},
+       .ring = true,
+       .chunk = 4},
+      {.what = "chunk13_large",
+       .heads = 8,
+       .kv_heads = 2,
+       .head_dim = 64,
+       .seqs = {S{37, 20, 64}},
+       .chunk = 13},
   };
   for (const AttentionCase& a : cases) out.push_back(attention_case(a));
 }

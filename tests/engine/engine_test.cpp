@@ -86,6 +86,7 @@ const std::vector<std::string> kFixtures = {
     "cohere2_tied_sliding_pattern",
     "ministral3_untied_yarn_llama4_scale",  // queries scaled by position: batched segments
     "gpt_oss_sliding_yarn_defaults",        // attention sinks, sliding rings, biased experts
+    "llama4_chunked_nope_moe_llama3",       // chunked rings, NoPE layers' query temperature
     "mamba2_groups",                        // recurrent (SSM) layers only
     "lfm2_untied_bias_full_attn_idxs",      // short convolutions (state) beside attention
     "granitemoehybrid_dense_nope_tied",     // Mamba2 beside attention without rotary

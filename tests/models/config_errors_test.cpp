@@ -580,5 +580,48 @@ TEST(ConfigErrors, Gemma4) {
       "rotates the whole head");
 }
 
+// Llama4TextConfig's layer lists and chunking: malformed or inconsistent values name the field.
+TEST(ConfigErrors, Llama4) {
+  const std::string f = "llama4_chunked_nope_moe_llama3";
+  expect_error(
+      f, [](Json& c) { c["layer_types"] = Json::array({"chunked_attention"}); },
+      "field \"layer_types\" must list 5 layer types");
+  expect_error(
+      f,
+      [](Json& c) {
+        c["layer_types"] = {"chunked_attention", "sliding_attention", "full_attention",
+                            "chunked_attention", "full_attention"};
+      },
+      "layer_types[1] is \"sliding_attention\"");
+  expect_error(
+      f,
+      [](Json& c) {
+        c["attention_chunk_size"] = nullptr;
+        c["layer_types"] = {"chunked_attention", "full_attention", "full_attention",
+                            "full_attention", "full_attention"};
+      },
+      "layer 0 is chunked_attention but field \"attention_chunk_size\" is null");
+  expect_error(
+      f,
+      [](Json& c) {
+        c["no_rope_layers"] = {1, 0};
+      },
+      "field \"no_rope_layers\" lists 2 layers of 5");
+  expect_error(
+      f,
+      [](Json& c) {
+        c["moe_layers"] = {1, 5};
+      },
+      "field \"moe_layers\" holds 5");
+  expect_error(
+      f, [](Json& c) { c["floor_scale"] = 0; }, "field \"floor_scale\" is 0");
+  expect_error(
+      f, [](Json& c) { c["interleave_moe_layer_step"] = 0; },
+      "field \"interleave_moe_layer_step\" is 0");
+  expect_error(
+      f, [](Json& c) { c["num_experts_per_tok"] = 6; },
+      "field \"num_experts_per_tok\" is 6, more than the 5 experts");
+}
+
 }  // namespace
 }  // namespace lathe

@@ -121,6 +121,32 @@ TEST(Rope, Llama4ScaleStepsEveryLengthPositions) {
   EXPECT_NE(Rope(plain).hash(), Rope(scaled).hash());
 }
 
+// Llama4TextAttention's attn_temperature_tuning as a schedule that rotates nothing: cos is
+// log1p(floor((pos + 1) / floor_scale)) * attn_scale + 1 and sin 0, so that rotating the
+// queries by it only scales them.
+TEST(Rope, Llama4TemperatureScalesWithoutRotating) {
+  RopeConfig t;
+  t.kind = RopeKind::Proportional;
+  t.head_dim = t.rot_dim = 6;
+  t.rotated_pairs = 0;
+  t.temperature_attn_scale = 0.4;
+  t.temperature_floor_scale = 3;
+  constexpr int64_t n = 11, half = 3, pos0 = 4;
+  float cos[n * half], sin[n * half];
+  Rope(t).fill(pos0, n, cos, sin, half);
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t p = pos0 + r;
+    const double want = std::log1p(static_cast<double>((p + 1) / 3)) * 0.4 + 1;
+    for (int64_t i = 0; i < half; ++i) {
+      EXPECT_NEAR(cos[r * half + i], want, 1e-6) << p;
+      EXPECT_EQ(sin[r * half + i], 0.0f) << p;
+    }
+  }
+  RopeConfig other = t;
+  other.temperature_floor_scale = 4;
+  EXPECT_NE(Rope(t).hash(), Rope(other).hash());
+}
+
 TEST(Rope, Errors) {
   EXPECT_THROW(read(R"({"rope_scaling": {"rope_type": "spiral"}})"), Error);
   EXPECT_THROW(read(R"({"rope_scaling": {"rope_type": "linear"}})"), Error);  // factor missing

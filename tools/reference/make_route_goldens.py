@@ -6,7 +6,7 @@ logits full of ties, the reference for lathe's Route op (tests/backends/moe_test
   order among equal values (which torch leaves to its partial sort) is pinned down;
 - routers: the router modules of transformers (MixtralTopKRouter, Qwen2MoeTopKRouter,
   GraniteMoeTopKRouter, DeepseekV2TopkRouter, DeepseekV3TopkRouter, Ernie4_5_MoeTopKRouter,
-  Lfm2MoeTopKRouter, PhimoeTopKRouter in eval mode)
+  Lfm2MoeTopKRouter, PhimoeTopKRouter in eval mode, Llama4Router)
   called on hidden states equal to the logits
   with an identity router weight, so their logits are exactly the given ones.
 
@@ -23,6 +23,7 @@ from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3TopkR
 from transformers.models.ernie4_5_moe.modeling_ernie4_5_moe import Ernie4_5_MoeTopKRouter
 from transformers.models.granitemoe.modeling_granitemoe import GraniteMoeTopKRouter
 from transformers.models.lfm2_moe.modeling_lfm2_moe import Lfm2MoeTopKRouter
+from transformers.models.llama4.modeling_llama4 import Llama4Router
 from transformers.models.mixtral.modeling_mixtral import MixtralTopKRouter
 from transformers.models.phimoe.modeling_phimoe import PhimoeTopKRouter
 from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeTopKRouter
@@ -125,6 +126,21 @@ def router_cases(gen):
             hidden_size=experts, num_local_experts=experts, num_experts_per_tok=2,
             router_jitter_noise=jitter)), experts).eval()
         case = run("sparse_mixer", router, logits, 2, norm_eps=jitter)
+        cases.append(case)
+    # Llama4Router returns every expert's score (the sigmoid of the top-k logits, 0 elsewhere)
+    # and the logits: the choice is its own torch.topk of them, weighted by those scores.
+    for experts, k, levels in [(8, 1, 3), (6, 2, 2), (16, 3, 4), (5, 1, 2)]:
+        logits = tie_values(gen, (5, experts), levels) - 0.5
+        router = identity_router(Llama4Router(transformers.Llama4TextConfig(
+            hidden_size=experts, num_local_experts=experts, num_experts_per_tok=k)), experts)
+
+        def llama4(x, router=router, k=k):
+            scores, router_logits = router(x)
+            ids = torch.topk(router_logits, k, dim=1).indices
+            return router_logits, scores.gather(1, ids), ids
+
+        case = run("topk_sigmoid", llama4, logits, k)
+        case["module"] = type(router).__name__
         cases.append(case)
     return cases
 

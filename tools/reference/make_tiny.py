@@ -21,6 +21,9 @@ For each config it writes tests/fixtures/tiny/<name>/:
 A spec's "model_class" (e.g. Qwen3_5ForConditionalGeneration) makes and runs the checkpoint
 with that class instead of AutoModelForCausalLM: a multimodal wrapper saved with its vision
 tower, whose text logits are checked equal to AutoModelForCausalLM's of the same checkpoint.
+Its "run_module" (e.g. language_model) runs that submodule of the wrapper instead, where the
+wrapper's forward is broken on text; "attn_implementation" (e.g. eager) picks the attention
+path of every model made or loaded.
 
 Usage: make_tiny.py [--only NAME] [--out tests/fixtures/tiny]   (needs torch + transformers)
 """
@@ -53,10 +56,16 @@ def counter_ids(seed: int, count: int, vocab: int, avoid: set[int]) -> list[int]
     return [i for i in ids if i not in avoid][:count]
 
 
+def attn_kwargs() -> dict:
+    """The spec's "attn_implementation" (e.g. "eager", where transformers would otherwise pick
+    sdpa or flex attention), for every model made or loaded; none: transformers' default."""
+    return {"attn_implementation": ATTN} if ATTN else {}
+
+
 def new_model(cls, hf_config):
     """A fresh f32 model of hf_config (auto classes say from_config, model classes _from_config)."""
     make = cls.from_config if hasattr(cls, "from_config") else cls._from_config
-    return make(hf_config, dtype=torch.float32)
+    return make(hf_config, dtype=torch.float32, **attn_kwargs())
 
 
 def model_class(spec: dict):
@@ -87,10 +96,19 @@ def load_published(cls, config: dict, tensors: dict):
         (pathlib.Path(tmp) / "config.json").write_text(json.dumps(config))
         save_file({n: t.numpy() for n, t in tensors.items()}, str(pathlib.Path(tmp) / "model.safetensors"),
                   metadata={"format": "pt"})
-        model, info = cls.from_pretrained(tmp, dtype=torch.float32, output_loading_info=True)
+        model, info = cls.from_pretrained(tmp, dtype=torch.float32, output_loading_info=True,
+                                          **attn_kwargs())
     assert not any(info.get(k) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
     model.eval()
     return model
+
+
+def runnable(model):
+    """What runs on text: the model, or its submodule the spec's "run_module" names, where the
+    wrapper's own forward fails though it only calls that module on text
+    (Llama4ForConditionalGeneration in transformers 5.24 reads outputs.image_outputs, which its
+    language model's MoeCausalLMOutputWithPast lacks)."""
+    return getattr(model, RUN) if RUN else model
 
 
 def fresh_model(hf_config, state: dict):
@@ -98,7 +116,7 @@ def fresh_model(hf_config, state: dict):
     model = new_model(CLASS, hf_config)
     model.load_state_dict(state)
     model.eval()
-    return model
+    return runnable(model)
 
 
 def teacher_forced_logits(hf_config, state: dict, ids: list[int]):
@@ -131,10 +149,14 @@ def greedy(hf_config, state: dict, prompt: list[int], eos: set[int]):
 
 
 CLASS = transformers.AutoModelForCausalLM  # model_class() of the spec being built
+ATTN = None  # its "attn_implementation"
+RUN = None  # its "run_module"
 def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
-    global CLASS
+    global CLASS, ATTN, RUN
     spec = json.loads(spec_path.read_text())
     CLASS = model_class(spec)
+    ATTN = spec.get("attn_implementation")
+    RUN = spec.get("run_module")
     name = spec_path.stem
     out = out_root / name
     out.mkdir(parents=True, exist_ok=True)
@@ -218,8 +240,9 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     prompt = counter_ids(seed + 2, spec.get("prompt_length", 8), vocab, eos)
 
     with torch.no_grad():
-        with module_outputs.record(model) as inside, module_outputs.record_routes(model) as routes:
-            res = model(torch.tensor([tf_ids]), output_hidden_states=True)
+        run = runnable(model)
+        with module_outputs.record(run) as inside, module_outputs.record_routes(run) as routes:
+            res = run(torch.tensor([tf_ids]), output_hidden_states=True)
         logits = res.logits[0].float().numpy()
         states = [h[0] for h in res.hidden_states]
         state_names, states = module_outputs.state_names(config["architectures"][0], states)
@@ -236,10 +259,11 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             model.save_pretrained(tmp)
             try:
-                causal = transformers.AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32)
+                causal = transformers.AutoModelForCausalLM.from_pretrained(
+                    tmp, dtype=torch.float32, **attn_kwargs())
             except ValueError:
                 causal = transformers.AutoModelForImageTextToText.from_pretrained(
-                    tmp, dtype=torch.float32)
+                    tmp, dtype=torch.float32, **attn_kwargs())
         with torch.no_grad():
             causal_logits = causal(torch.tensor([tf_ids])).logits[0].float().numpy()
         assert np.array_equal(causal_logits, logits), type(causal).__name__
@@ -268,7 +292,8 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         "format": GOLDEN_FORMAT,
         "architecture": config["architectures"][0],
         "made_by": {"transformers": transformers.__version__, "torch": torch.__version__,
-                    "dtype": "float32", "device": "cpu"},
+                    "dtype": "float32", "device": "cpu",
+                    **({"attn_implementation": ATTN} if ATTN else {})},
         "teacher_forced_ids": tf_ids,
         "teacher_forced_min_margin": min(tf_margins),
         "prompt_ids": prompt,

@@ -68,7 +68,10 @@ def record(model):
 
                 def hook(_module, _inputs, out, name=f"layer.{i}.{tag}"):
                     t = out[0] if isinstance(out, tuple) else out
-                    outputs.append((name, t[0].detach().float().clone()))
+                    # [1, T, hidden], or [T, hidden] from blocks that flatten the batch
+                    # (Llama4TextMoe).
+                    t = t[0] if t.dim() == 3 else t
+                    outputs.append((name, t.detach().float().clone()))
 
                 handles.append(child.register_forward_hook(hook))
     try:
@@ -96,6 +99,17 @@ def record_routes(model):
         if experts is None:  # NemotronH: a layer whose one mixer is the MoE block
             experts = getattr(getattr(layer, "mixer", None), "experts", None)
         if experts is None:
+            continue
+        if type(block).__name__ == "Llama4TextMoe":
+            # Its experts take every token pre-scaled, not a route: the router's choice is
+            # torch.topk of its logits (as Llama4Router takes it), weighted by its scores.
+            def router_hook(_module, _args, out, name=f"layer.{i}.route", k=block.top_k):
+                scores, logits = out
+                ids = torch.topk(logits, k, dim=1).indices
+                routes.append((name, ids.detach().to(torch.int32).clone(),
+                               scores.gather(1, ids).detach().float().clone()))
+
+            handles.append(block.router.register_forward_hook(router_hook))
             continue
 
         def hook(_module, args, name=f"layer.{i}.route"):

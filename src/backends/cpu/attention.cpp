@@ -11,7 +11,8 @@ namespace {
 // head's sink, a logit without a value, when a.sinks is set).
 void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
   const int64_t p = a.pos0 + t;
-  const int64_t first = a.window > 0 ? std::max<int64_t>(0, p - a.window + 1) : 0;
+  int64_t first = a.window > 0 ? std::max<int64_t>(0, p - a.window + 1) : 0;
+  if (a.chunk > 0) first = std::max(first, p - p % a.chunk);
   const int64_t kvh = h / (a.heads / a.kv_heads);
   const int64_t hd = a.head_dim;
   const int64_t stride = a.kv_heads * hd;

@@ -120,6 +120,7 @@ void attention(const NodeArgs& a, bool reference) {
                             l.v.defined() ? v_row : kv_row,
                             l.v.defined() ? v_dim : head_dim,
                             f32(a.inputs[4])};
+    args.chunk = p.chunk;
     if (reference)
       cpu::attention_reference(args);
     else
@@ -444,7 +445,7 @@ class CpuBackend : public Backend {
         cpu::experts(
             {x->data<float>(), a.inputs[1]->data<float>(), x->dim(0), x->dim(1), up.dim(0),
              n.params.top_k, experts, a.inputs.data() + 2, n.params.act, a.out.mut<float>(),
-             a.workspace, n.params.glu, n.params.limit, n.params.alpha},
+             a.workspace, n.params.glu, n.params.limit, n.params.alpha, n.params.scale_inputs},
             reference_, a.pool);
         return;
       }

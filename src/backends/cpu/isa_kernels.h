@@ -20,7 +20,8 @@ namespace lathe::cpu {
 // [heads], head h's softmax takes sinks[h] as one more logit with no value: the max and the
 // denominator include it (GptOss's eager_attention_forward). `scratch` holds
 // pool-size rows (one for the reference kernel) of `scratch_stride` >= pos0 + tokens floats,
-// so the kernel allocates nothing.
+// so the kernel allocates nothing. With chunk > 0 a query at p sees only the keys of its
+// chunk, p - p % chunk <= j <= p (and within the window): Llama 4's chunked attention.
 struct AttentionArgs {
   const float* q;
   const float* k_cache;
@@ -39,6 +40,7 @@ struct AttentionArgs {
   // k_cache, with the keys' strides.
   int64_t v_dim = 0, v_row = 0, v_head = 0;
   const float* sinks = nullptr;
+  int64_t chunk = 0;
 };
 
 struct DeltaRuleArgs {

@@ -184,6 +184,10 @@ void route(const float* logits, const float* bias, int64_t tokens, int64_t exper
       case graph::Routing::SparseMixer:
         sparse_mixer(l, experts, p.eps, ids, w, r);
         break;
+      case graph::Routing::TopKSigmoid:  // Llama4Router: sigmoid of the top-k logits
+        torch_topk(l, experts, k, true, ids, r.pairs);
+        for (int64_t j = 0; j < k; ++j) w[j] = 1.0f / (1.0f + std::exp(-l[ids[j]]));
+        break;
       case graph::Routing::Sigmoid: {
         sigmoid_scores(l, bias, experts, scores, r.choice);
         grouped_choice(r.choice, experts, p, ids, r);
@@ -289,9 +293,16 @@ void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
     const int32_t begin = ws.count[e], m = ws.count[e + 1] - begin;
     if (m == 0) continue;
     const int32_t* slots = ws.order + begin;
-    for (int32_t r = 0; r < m; ++r)
-      std::memcpy(ws.x + int64_t{r} * d, a.x + (slots[r] / k) * d,
-                  static_cast<size_t>(d) * sizeof(float));
+    for (int32_t r = 0; r < m; ++r) {
+      float* row = ws.x + int64_t{r} * d;
+      const float* src = a.x + (slots[r] / k) * d;
+      if (a.scale_inputs) {  // Llama4TextMoe: routed_in = hidden_states * router_scores
+        const float w = weights[slots[r]];
+        for (int64_t i = 0; i < d; ++i) row[i] = src[i] * w;
+      } else {
+        std::memcpy(row, src, static_cast<size_t>(d) * sizeof(float));
+      }
+    }
     const Tensor* const* ew = a.weights + graph::kExpertInputs * e;
     const Tensor* gate = ew[0];
     const Tensor &up = *ew[1], &down = *ew[2];
@@ -314,7 +325,7 @@ void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
     }
     linear(h, down, ew[5], ws.down, m);
     for (int32_t r = 0; r < m; ++r) {
-      const float w = weights[slots[r]];
+      const float w = a.scale_inputs ? 1.0f : weights[slots[r]];
       const float* src = ws.down + int64_t{r} * d;
       float* dst = ws.slots + int64_t{slots[r]} * d;
       for (int64_t i = 0; i < d; ++i) dst[i] = src[i] * w;

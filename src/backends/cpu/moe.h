@@ -41,6 +41,7 @@ struct ExpertsArgs {
   float* workspace;  // experts_workspace_floats() floats
   graph::ExpertGlu glu = graph::ExpertGlu::ActMul;
   float limit = 0, alpha = 0;  // ClampedSwiglu
+  bool scale_inputs = false;   // each weight times the expert's input, not its output (Llama4)
 };
 // GptOssExperts._apply_gate over n elements: g = min(gate, limit), u = clamp(up, -limit, limit),
 // y = (u + 1) * g * sigmoid(g * alpha). y may be gate.
@@ -50,7 +51,8 @@ size_t experts_workspace_floats(int64_t tokens, int64_t dim, int64_t inter, int6
                                 int64_t experts, DType w_dtype);
 // Groups the tokens by expert, runs each expert on its own tokens only (an expert no token
 // chose is never read), and sums each token's k weighted outputs in the route's order, as
-// transformers' grouped_mm experts do. Reference kernels, or the fast ones on the pool.
+// transformers' grouped_mm experts do (with scale_inputs, the outputs of the weighted inputs).
+// Reference kernels, or the fast ones on the pool.
 void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool);
 
 }  // namespace lathe::cpu
