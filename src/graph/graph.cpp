@@ -61,6 +61,12 @@ const char* op_name(Op op) {
       return "gated_delta_rule";
     case Op::Ssd:
       return "ssd";
+    case Op::RowStat:
+      return "row_stat";
+    case Op::Binary:
+      return "binary";
+    case Op::BatchMatmul:
+      return "batch_matmul";
   }
   return "?";
 }
@@ -99,9 +105,11 @@ uint64_t Graph::hash() const {
     for (float f : {p.eps, p.offset, p.scale, p.softcap, p.limit, p.xielu[0], p.xielu[1],
                     p.xielu[2], p.xielu[3], p.alpha, p.dt_min, p.dt_max})
       h.add(f);
-    for (int v : {static_cast<int>(p.act), static_cast<int>(p.layout), static_cast<int>(p.bias),
-                  static_cast<int>(p.routing), static_cast<int>(p.norm_topk),
-                  static_cast<int>(p.glu), static_cast<int>(p.kv_read_only)})
+    for (int v :
+         {static_cast<int>(p.act), static_cast<int>(p.layout), static_cast<int>(p.bias),
+          static_cast<int>(p.routing), static_cast<int>(p.norm_topk), static_cast<int>(p.glu),
+          static_cast<int>(p.kv_read_only), static_cast<int>(p.id_range), static_cast<int>(p.stat),
+          static_cast<int>(p.binary)})
       h.add(v);
     for (int64_t v : {p.layer, p.window, p.value_dim, p.id_offset, p.input_slot, p.top_k, p.groups,
                       p.top_groups, p.slice_start, p.state_slot})
