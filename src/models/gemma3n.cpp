@@ -385,19 +385,38 @@ class Gemma3nModel : public GraphModel {
     return g.name(blocks::linear(g, h, l.mlp.down), p + "mlp_out");
   }
 
+  // Gemma3nTextAltUp.predict: each stream plus a mix of all, by coefficients [streams,
+  // streams] per token from the active stream. [n, streams * hidden] in and out.
+  graph::Value predict(graph::Builder& g, const Layer& l, graph::Value streams) const {
+    const int64_t n = g.dim(streams, 0), h = cfg_.hidden_size, s = cfg_.streams;
+    const graph::Value coefs = blocks::linear(
+        g, router_modalities(g, l, stream(g, streams, cfg_.active)), l.prediction_coefs);
+    const graph::Value x = g.reshape(streams, {n, s, h});
+    return g.reshape(g.add(g.batch_matmul(g.reshape(coefs, {n, s, s}), x), x), {n, s * h});
+  }
+
+  // Gemma3nTextAltUp.correct: every prediction plus its coefficient (correction_coefs + 1)
+  // times the innovation, the activated output minus the active prediction.
+  graph::Value correct(graph::Builder& g, const Layer& l, graph::Value predictions,
+                       graph::Value active, graph::Value activated) const {
+    const int64_t n = g.dim(predictions, 0), h = cfg_.hidden_size, s = cfg_.streams;
+    const graph::Value innovation = g.sub(activated, active);
+    const graph::Value coefs =
+        blocks::linear(g, router_modalities(g, l, activated), l.correction_coefs, correction_bias_);
+    const graph::Value corrected =
+        g.add(g.mul(g.reshape(coefs, {n, s, 1}), g.reshape(innovation, {n, 1, h})),
+              g.reshape(predictions, {n, s, h}));
+    return g.reshape(corrected, {n, s * h});
+  }
+
   // Gemma3nTextDecoderLayer on the streams [n, streams * hidden].
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value streams, graph::Value per_layer,
                      graph::Value tables) const {
     const Layer& l = layers_[static_cast<size_t>(i)];
     const std::string p = cat("layer.", i, ".");
     const int64_t n = g.dim(streams, 0), h = cfg_.hidden_size, s = cfg_.streams;
-    const Shape stacked{n, s, h};
-    // altup.predict: each stream plus a mix of all, by coefficients from the active stream.
-    graph::Value coefs = blocks::linear(g, router_modalities(g, l, stream(g, streams, cfg_.active)),
-                                        l.prediction_coefs);
-    const graph::Value x3 = g.reshape(streams, stacked);
-    const graph::Value predictions = g.add(g.batch_matmul(g.reshape(coefs, {n, s, s}), x3), x3);
-    const graph::Value active = stream(g, g.reshape(predictions, {n, s * h}), cfg_.active);
+    const graph::Value predictions = predict(g, l, streams);
+    const graph::Value active = stream(g, predictions, cfg_.active);
 
     const graph::Value normed = g.name(norm(g, active, l.attn_norm), p + "attn_norm");
     // Gemma3nTextLaurelBlock: x + norm(right(left(x))).
@@ -413,14 +432,7 @@ class Gemma3nModel : public GraphModel {
     graph::Value m = mlp(g, i, g.name(norm(g, attn_laurel, l.mlp_norm), p + "mlp_norm"), p);
     const graph::Value activated =
         g.add(attn_laurel, g.name(norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
-
-    // altup.correct: every prediction plus its coefficient times the innovation.
-    const graph::Value innovation = g.sub(activated, active);
-    const graph::Value corr =
-        blocks::linear(g, router_modalities(g, l, activated), l.correction_coefs, correction_bias_);
-    graph::Value corrected =
-        g.add(g.mul(g.reshape(corr, {n, s, 1}), g.reshape(innovation, {n, 1, h})), predictions);
-    corrected = g.reshape(corrected, {n, s * h});
+    const graph::Value corrected = correct(g, l, predictions, active, activated);
 
     // The per-layer input, gated by the corrected active stream, joins streams 1.. .
     graph::Value first = stream(g, corrected, cfg_.active);
