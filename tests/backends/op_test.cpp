@@ -16,16 +16,15 @@
 #include <limits>
 #include <memory>
 #include <random>
-#include <tuple>
 
 #include "backends/cpu/isa.h"
+#include "backends/op_cases.h"
 #include "backends/op_harness.h"
 #include "backends/tolerances.h"
 #include "core/numeric.h"
 #include "models/rope.h"
 
 namespace lathe::optest {
-namespace {
 
 using graph::Activation;
 using graph::Builder;
@@ -33,14 +32,6 @@ using graph::Op;
 using graph::PositionBias;
 using graph::RopeLayout;
 using graph::Value;
-
-struct Case {
-  std::string name;  // letters, digits and '_' (a gtest parameter name)
-  Op op;             // the op under test: its row of the tolerance table
-  DType dtype;       // with this dtype
-  Build build;
-  Step step;
-};
 
 std::string label(const Shape& s) {
   std::string out;
@@ -52,6 +43,8 @@ uint32_t next_seed() {
   static uint32_t seed = 1000;
   return seed++;
 }
+
+namespace {
 
 const char* act_name(Activation a) {
   switch (a) {
@@ -77,15 +70,18 @@ constexpr Activation kActivations[] = {Activation::Silu, Activation::Gelu,  Acti
 // Elementwise and row-wise shape classes: decode (one row), odd rows and dims, larger, rank 3.
 const Shape kRowShapes[] = {{1, 64}, {7, 13}, {37, 300}, {3, 5, 7}};
 
-// A case whose graph applies `f` to one random F32 constant of each shape class.
+}  // namespace
+
 void elementwise(std::vector<Case>& out, Op op, const std::string& name,
-                 std::function<Value(Builder&, Value)> f, float scale = 2.0f) {
+                 std::function<Value(Builder&, Value)> f, float scale) {
   for (const Shape& s : kRowShapes) {
     const Tensor x = random_tensor(s, next_seed(), scale);
     out.push_back({name + "_" + label(s), op, DType::F32,
                    [x, f](Builder& b) { return std::vector{f(b, b.weight(x))}; }, Step{}});
   }
 }
+
+namespace {
 
 void linear_cases(std::vector<Case>& out) {
   struct S {
@@ -146,78 +142,6 @@ void embedding_cases(std::vector<Case>& out) {
                        },
                        std::move(step)});
       }
-  // Ids past the table read zeros or row 0 (Gemma3n's multimodal embedders and per-layer
-  // embeddings), ids below it (a negative offset) too.
-  // ZerosBelow and ZerosPast read zeros on one side only: ids on their side.
-  const std::tuple<graph::IdRange, const char*, std::vector<int32_t>> ranges[] = {
-      {graph::IdRange::Zeros, "zeros", {0, 25, 19, 7, 20, 3, 31, 5, 12}},
-      {graph::IdRange::FirstRow, "first_row", {0, 25, 19, 7, 20, 3, 31, 5, 12}},
-      {graph::IdRange::ZerosBelow, "zeros_below", {0, 22, 19, 7, 1, 3, 2, 5, 12}},
-      {graph::IdRange::ZerosPast, "zeros_past", {4, 25, 19, 7, 20, 6, 31, 5, 12}}};
-  for (const auto& entry : ranges)
-    for (DType dt : {DType::F32, DType::BF16}) {
-      const graph::IdRange range = std::get<0>(entry);
-      const Tensor table = random_tensor({20, 13}, next_seed()).to(dt);
-      Step step = rows_step(9);
-      step.tokens = std::get<2>(entry);
-      out.push_back({std::string("embedding_out_of_range_") + std::get<1>(entry) + "_" +
-                         std::string(dtype_name(dt)),
-                     Op::Embedding, dt,
-                     [table, range](Builder& g) {
-                       return std::vector{g.embedding(
-                           g.weight(table), g.input(graph::InputSlot::Tokens, 9), -4, range)};
-                     },
-                     std::move(step)});
-    }
-}
-
-// Row statistics, broadcasting arithmetic and per-token matmuls (Gemma3n's AltUp and
-// activation sparsity).
-void rowwise_cases(std::vector<Case>& out) {
-  for (graph::RowStat stat : {graph::RowStat::Mean, graph::RowStat::Std, graph::RowStat::Rms})
-    for (float eps : {0.0f, 1e-5f}) {
-      if (eps > 0 && stat != graph::RowStat::Rms) continue;
-      const char* what = stat == graph::RowStat::Mean  ? "mean"
-                         : stat == graph::RowStat::Std ? "std"
-                         : eps > 0                     ? "rms_floored"
-                                                       : "rms";
-      elementwise(out, Op::RowStat, std::string("row_stat_") + what,
-                  [stat, eps](Builder& g, Value x) { return g.row_stat(x, stat, eps); });
-    }
-  // A row of zeros: the floor decides (Gemma3n's clamp(min=1e-5)).
-  const Tensor zeros = Tensor::zeros(DType::F32, {3, 8});
-  out.push_back({"row_stat_rms_floored_zeros_3x8", Op::RowStat, DType::F32,
-                 [zeros](Builder& g) {
-                   return std::vector{g.row_stat(g.weight(zeros), graph::RowStat::Rms, 1e-5f)};
-                 },
-                 Step{}});
-  const std::pair<Shape, Shape> broadcasts[] = {
-      {{7, 13}, {7, 13}},     {{7, 13}, {7, 1}}, {{37, 300}, {300}}, {{5, 4, 9}, {5, 1, 9}},
-      {{5, 4, 1}, {5, 1, 9}}, {{1, 64}, {1}},    {{5, 1}, {3, 5, 7}}};
-  for (graph::BinaryOp op :
-       {graph::BinaryOp::Add, graph::BinaryOp::Sub, graph::BinaryOp::Mul, graph::BinaryOp::Div})
-    for (const auto& pair : broadcasts) {
-      const Shape sa = pair.first, sb = pair.second;
-      const Tensor a = random_tensor(sa, next_seed()), b = random_tensor(sb, next_seed());
-      const char* what = op == graph::BinaryOp::Add   ? "add"
-                         : op == graph::BinaryOp::Sub ? "sub"
-                         : op == graph::BinaryOp::Mul ? "mul"
-                                                      : "div";
-      out.push_back(
-          {std::string("binary_") + what + "_" + label(sa) + "_by_" + label(sb), Op::Binary,
-           DType::F32,
-           [op, a, b](Builder& g) { return std::vector{g.binary(op, g.weight(a), g.weight(b))}; },
-           Step{}});
-    }
-  for (const Shape& s :
-       {Shape{1, 4, 4, 64}, Shape{7, 4, 1, 13}, Shape{5, 3, 2, 9}, Shape{37, 4, 4, 300}}) {
-    const Tensor a = random_tensor({s[0], s[1], s[2]}, next_seed());
-    const Tensor b = random_tensor({s[0], s[2], s[3]}, next_seed());
-    out.push_back(
-        {"batch_matmul_" + label(s), Op::BatchMatmul, DType::F32,
-         [a, b](Builder& g) { return std::vector{g.batch_matmul(g.weight(a), g.weight(b))}; },
-         Step{}});
-  }
 }
 
 void norm_cases(std::vector<Case>& out) {
@@ -950,10 +874,14 @@ const std::vector<Case>& all_cases() {
   return cases;
 }
 
-// gtest prints a failing case's parameter: its name, not its bytes.
+}  // namespace
+
+// gtest prints a failing case's parameter: its name, not its bytes (found beside Case).
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.name;
 }
+
+namespace {
 
 class OpBench : public ::testing::TestWithParam<Case> {};
 
