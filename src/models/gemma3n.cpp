@@ -316,7 +316,6 @@ class Gemma3nModel : public GraphModel {
     const graph::IdRange text_range =
         cfg_.embedders.empty() ? graph::IdRange::Fail : graph::IdRange::ZerosPast;
     graph::Value x = g.scale(range_embedding(g, text_embed_, tokens, 0, text_range), embed_scale_);
-    x = g.name(x, "embed");
     for (size_t i = 0; i < cfg_.embedders.size(); ++i) {
       const MultimodalEmbedder& e = cfg_.embedders[i];
       const bool last = i + 1 == cfg_.embedders.size();
@@ -326,7 +325,7 @@ class Gemma3nModel : public GraphModel {
       v = blocks::rms_norm(g, blocks::linear(g, v, e.projection), e.post_norm, e.eps, 0.0f);
       x = g.add(x, v);
     }
-    return x;
+    return g.name(x, "embed");
   }
 
   // s * target / sqrt(clamp(mean(s^2), 1e-5)): a stream brought to the target magnitude.
