@@ -58,7 +58,7 @@ Value Builder::weight(const Tensor& t) {
   return add_node({.op = Op::Weight, .shape = t.shape(), .dtype = t.dtype(), .constant = t});
 }
 
-Value Builder::embedding(Value table, Value ids, int64_t id_offset) {
+Value Builder::embedding(Value table, Value ids, int64_t id_offset, IdRange range) {
   expect(table, "embedding", "table");
   expect(ids, "embedding", "ids");
   if (shape(table).size() != 2 || node(ids).dtype != DType::I32 || shape(ids).size() != 1)
@@ -66,6 +66,7 @@ Value Builder::embedding(Value table, Value ids, int64_t id_offset) {
          shape_str(shape(ids)));
   Node n{.op = Op::Embedding, .inputs = {table, ids}, .shape = {dim(ids, 0), dim(table, 1)}};
   n.params.id_offset = id_offset;
+  n.params.id_range = range;
   return add_node(std::move(n));
 }
 
@@ -287,6 +288,44 @@ Value Builder::slice(Value x, int64_t start, int64_t length) {
   Node n{.op = Op::Slice, .inputs = {x}, .shape = std::move(s)};
   n.params.slice_start = start;
   return add_node(std::move(n));
+}
+
+Value Builder::row_stat(Value x, RowStat stat, float eps) {
+  expect_f32(x, "row_stat", "input");
+  Shape s = shape(x);
+  if (s.empty() || s.back() <= 0 || !(eps >= 0))
+    fail("internal: row_stat: input ", shape_str(s), " with eps ", eps);
+  s.back() = 1;
+  Node n{.op = Op::RowStat, .inputs = {x}, .shape = std::move(s)};
+  n.params.stat = stat;
+  n.params.eps = eps;
+  return add_node(std::move(n));
+}
+
+Value Builder::binary(BinaryOp op, Value a, Value b) {
+  expect_f32(a, "binary", "a");
+  expect_f32(b, "binary", "b");
+  const Shape &sa = shape(a), &sb = shape(b);
+  Shape out(std::max(sa.size(), sb.size()), 1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t da = i < sa.size() ? sa[sa.size() - 1 - i] : 1;
+    const int64_t db = i < sb.size() ? sb[sb.size() - 1 - i] : 1;
+    if (da != db && da != 1 && db != 1)
+      fail("internal: binary: shapes ", shape_str(sa), " and ", shape_str(sb), " do not broadcast");
+    out[out.size() - 1 - i] = da == 1 ? db : da;
+  }
+  Node n{.op = Op::Binary, .inputs = {a, b}, .shape = std::move(out)};
+  n.params.binary = op;
+  return add_node(std::move(n));
+}
+
+Value Builder::batch_matmul(Value a, Value b) {
+  expect_f32(a, "batch_matmul", "a");
+  expect_f32(b, "batch_matmul", "b");
+  const Shape &sa = shape(a), &sb = shape(b);
+  if (sa.size() != 3 || sb.size() != 3 || sa[0] != sb[0] || sa[2] != sb[1])
+    fail("internal: batch_matmul: ", shape_str(sa), " and ", shape_str(sb));
+  return add_node({.op = Op::BatchMatmul, .inputs = {a, b}, .shape = {sa[0], sa[1], sb[2]}});
 }
 
 Value Builder::causal_conv(Value x, Value w, Value bias, StateRef state) {

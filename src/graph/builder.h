@@ -42,7 +42,8 @@ class Builder {
   // weights (biases) pass straight through.
   Value weight(const Tensor& t);
 
-  Value embedding(Value table, Value ids, int64_t id_offset = 0);
+  // Rows of table at ids + id_offset; an id outside the table fails, or reads as `range` says.
+  Value embedding(Value table, Value ids, int64_t id_offset = 0, IdRange range = IdRange::Fail);
   Value linear(Value x, Value w, Value bias = {});
   // Weight holds n values, or g * n that successive rows cycle through (MambaRMSNormGated's
   // per-group norm over x [tokens, groups, group_size] with one weight [groups * group_size]).
@@ -91,6 +92,17 @@ class Builder {
   Value head_linear(Value x, Value w);
   // Columns [start, start + length) of the last dimension (a copy).
   Value slice(Value x, int64_t start, int64_t length);
+  // x [.., d] -> [.., 1]: each row's statistic (graph::RowStat); `eps` floors Rms's mean square.
+  Value row_stat(Value x, RowStat stat, float eps = 0);
+  // a op b with torch's broadcasting: shapes aligned at their last dimension, each pair of
+  // sizes equal or one of them 1 (a missing leading dimension counts as 1).
+  Value binary(BinaryOp op, Value a, Value b);
+  Value sub(Value a, Value b) { return binary(BinaryOp::Sub, a, b); }
+  Value mul(Value a, Value b) { return binary(BinaryOp::Mul, a, b); }
+  Value div(Value a, Value b) { return binary(BinaryOp::Div, a, b); }
+  // a [n, m, k] . b [n, k, d] -> [n, m, d]: each token's own small matrices (torch.matmul of
+  // batched matrices).
+  Value batch_matmul(Value a, Value b);
 
   // Recurrent layers: each reads and updates state tensor `slot` of cache layer `layer`
   // (LayerStateSpec::recurrent), per sequence.

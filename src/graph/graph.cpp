@@ -61,6 +61,12 @@ const char* op_name(Op op) {
       return "gated_delta_rule";
     case Op::Ssd:
       return "ssd";
+    case Op::RowStat:
+      return "row_stat";
+    case Op::Binary:
+      return "binary";
+    case Op::BatchMatmul:
+      return "batch_matmul";
   }
   return "?";
 }
@@ -102,7 +108,8 @@ uint64_t Graph::hash() const {
     for (int v :
          {static_cast<int>(p.act), static_cast<int>(p.layout), static_cast<int>(p.bias),
           static_cast<int>(p.routing), static_cast<int>(p.norm_topk), static_cast<int>(p.glu),
-          static_cast<int>(p.kv_read_only), static_cast<int>(p.scale_inputs)})
+          static_cast<int>(p.kv_read_only), static_cast<int>(p.scale_inputs),
+          static_cast<int>(p.id_range), static_cast<int>(p.stat), static_cast<int>(p.binary)})
       h.add(v);
     for (int64_t v : {p.layer, p.window, p.value_dim, p.id_offset, p.input_slot, p.top_k, p.groups,
                       p.top_groups, p.slice_start, p.state_slot, p.chunk})

@@ -31,7 +31,8 @@ class RopeSchedule {
 enum class Op : uint8_t {
   Input,           // a step input bound at execution: tokens, positions, logit rows (I32)
   Weight,          // a constant tensor (a weight, mapped or converted once at load)
-  Embedding,       // rows of weight [vocab, dim] at ids (+ offset) -> [n, dim] F32
+  Embedding,       // rows of weight [vocab, dim] at ids (+ offset) -> [n, dim] F32; an id
+                   // outside the table fails, or reads zeros or row 0 (Params::id_range)
   Linear,          // x [.., k] . w[n, k]^T (+ bias[n]) -> [.., n]
   RmsNorm,         // x / rms(x) * (weight + offset), over the last dimension
   LayerNorm,       // torch LayerNorm over the last dimension; weight, bias optional
@@ -69,6 +70,9 @@ enum class Op : uint8_t {
                    // [n, groups, d_state], D [heads] -> [n, heads, head_dim]: Mamba2's selective
                    // state space recurrence, its [heads, d_state, head_dim] state kept in the
                    // layer's state
+  RowStat,         // x [.., d] -> [.., 1]: each row's mean, standard deviation or RMS
+  Binary,          // a op b (add, subtract, multiply, divide) with torch's broadcasting
+  BatchMatmul,     // a [n, m, k] . b [n, k, d] -> [n, m, d]: one small matmul per token
 };
 const char* op_name(Op op);
 
@@ -118,6 +122,19 @@ enum class Routing : uint8_t {
 //   ClampedSwiglu: g = min(gate, limit), u = clamp(up, -limit, limit), then
 //                  (u + 1) * g * sigmoid(g * alpha) (GptOssExperts._apply_gate).
 enum class ExpertGlu : uint8_t { ActMul, ClampedSwiglu };
+// What an Embedding node reads for an id outside its table:
+//   Fail:       an error naming the id;
+//   Zeros:      a row of zeros (tables that split a vocabulary into ranges, each read by its
+//               own ids: Gemma3nModel's vision embedder); ZerosBelow and ZerosPast: zeros on one
+//               side, an error on the other (the last range, the first range);
+//   FirstRow:   row 0 (Gemma3nTextModel.get_per_layer_inputs maps ids past its table to 0).
+enum class IdRange : uint8_t { Fail, Zeros, ZerosBelow, ZerosPast, FirstRow };
+// A RowStat node's statistic over each row of d values:
+//   Mean: torch.mean; Std: torch.std(unbiased=False), the population deviation;
+//   Rms:  sqrt(max(mean(x^2), eps)) (eps 0: the plain RMS; Gemma3n's magnitudes clamp at 1e-5).
+enum class RowStat : uint8_t { Mean, Std, Rms };
+// A Binary node's operation.
+enum class BinaryOp : uint8_t { Add, Sub, Mul, Div };
 // An Experts node's inputs per expert, after x and the route: gate, up, down, gate bias, up
 // bias, down bias (a bias absent, or an ungated expert's gate, is an invalid input).
 inline constexpr int kExpertInputs = 6;
@@ -130,11 +147,14 @@ struct Params {
   Activation act = Activation::Silu;
   RopeLayout layout = RopeLayout::HalfSplit;
   PositionBias bias = PositionBias::None;
-  int64_t layer = -1;      // Attention: which cache layer
-  int64_t window = 0;      // Attention: sliding window (0: none)
-  int64_t value_dim = 0;   // Attention: > 0 when the values are the keys' first value_dim
-  int64_t id_offset = 0;   // Embedding: added to every id (OPT's learned positions)
-  int64_t input_slot = 0;  // Input: which step input (InputSlot)
+  int64_t layer = -1;                // Attention: which cache layer
+  int64_t window = 0;                // Attention: sliding window (0: none)
+  int64_t value_dim = 0;             // Attention: > 0 when the values are the keys' first value_dim
+  int64_t id_offset = 0;             // Embedding: added to every id (OPT's learned positions)
+  IdRange id_range = IdRange::Fail;  // Embedding: what an id outside the table reads
+  RowStat stat = RowStat::Mean;      // RowStat (eps: Rms's floor of the mean square)
+  BinaryOp binary = BinaryOp::Add;   // Binary
+  int64_t input_slot = 0;            // Input: which step input (InputSlot)
   // Attention: no k and v; reads cache layer `layer` and appends nothing (KV-shared layers).
   bool kv_read_only = false;
   // Route (scale: routed scaling factor, eps: added to the sum that norm_topk divides by).

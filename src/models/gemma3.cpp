@@ -5,48 +5,10 @@
 // and full layers (rope_theta 1e6 with rope_scaling).
 #include "core/error.h"
 #include "models/gemma2.h"
+#include "models/gemma_common.h"
 #include "models/registry.h"
 
 namespace lathe {
-namespace {
-
-// Gemma3TextConfig.convert_rope_params_to_dict: rope_parameters is keyed by layer type; the
-// legacy fields give full layers rope_theta and rope_scaling, sliding layers
-// rope_local_base_freq.
-std::vector<RopeConfig> read_gemma3_ropes(const JsonFields& f, int64_t head_dim,
-                                          int64_t max_position_embeddings) {
-  Json full = {{"rope_type", "default"}}, local = {{"rope_type", "default"}};
-  if (f.has("rope_parameters")) {
-    const Json& rp = f.at("rope_parameters");
-    if (!rp.is_object() || !(rp.contains("full_attention") || rp.contains("sliding_attention")))
-      fail(f.origin(),
-           ": field \"rope_parameters\" must be keyed by layer type "
-           "(full_attention, sliding_attention)");
-    if (rp.contains("full_attention") && !rp["full_attention"].is_null())
-      full = rp["full_attention"];
-    if (rp.contains("sliding_attention") && !rp["sliding_attention"].is_null())
-      local = rp["sliding_attention"];
-  } else if (f.has("rope_scaling")) {
-    if (!f.at("rope_scaling").is_object())
-      fail(f.origin(), ": field \"rope_scaling\" must be an object");
-    full.update(f.at("rope_scaling"));
-  }
-  if (!full.is_object() || !local.is_object())
-    fail(f.origin(), ": field \"rope_parameters\" entries must be objects");
-  if (!full.contains("rope_theta")) full["rope_theta"] = f.get_or<double>("rope_theta", 1e6);
-  if (!local.contains("rope_theta"))
-    local["rope_theta"] = f.get_or<double>("rope_local_base_freq", 1e4);
-  std::vector<RopeConfig> ropes;
-  for (auto [name, params] : {std::pair{"full_attention", &full}, {"sliding_attention", &local}}) {
-    const Json cfg = {{"rope_parameters", *params}};
-    ropes.push_back(read_rope_config(JsonFields(cfg, f.origin() + ": rope_parameters." + name),
-                                     head_dim, max_position_embeddings));
-  }
-  return ropes;
-}
-
-}  // namespace
-
 std::unique_ptr<Model> load_gemma3(const Checkpoint& ckpt, const ModelOptions& opts) {
   JsonFields f(ckpt.config(), ckpt.config_path());
   // Gemma3TextConfig defaults.

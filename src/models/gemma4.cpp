@@ -10,25 +10,19 @@
 // enable_moe_block experts beside each layer's MLP. Gemma4ForConditionalGeneration's text model
 // is the same model read from text_config.
 #include <cmath>
-#include <map>
 #include <optional>
 
 #include "core/error.h"
 #include "models/config_fields.h"
 #include "models/decoder.h"
+#include "models/gemma_common.h"
 #include "models/moe.h"
 #include "models/registry.h"
 
 namespace lathe {
 namespace {
 
-struct Gemma4Layer {
-  bool sliding = false;
-  int64_t window = 0;  // sliding_window on sliding layers
-  int64_t head_dim = 0, kv_heads = 0;
-  bool k_eq_v = false;     // attention_k_eq_v on a full layer: v_proj absent, values = keys
-  int64_t kv_layer = 0;    // the cache layer it attends over (itself unless KV-shared)
-  bool kv_shared = false;  // kv_sharing_modes "reuse": no k/v projections or norms of its own
+struct Gemma4Layer : GemmaAttentionLayer {
   int64_t intermediate = 0;
   int rope = 0;  // index into Gemma4Config::ropes
 };
@@ -152,29 +146,6 @@ void read_ropes(const JsonFields& f, Gemma4Config& c) {
   }
 }
 
-// Gemma4TextConfig.kv_sharing_modes: the last num_kv_shared_layers layers ("reuse") attend
-// over the keys and values of the last earlier layer of their type ("store").
-void read_kv_sharing(const JsonFields& f, Gemma4Config& c) {
-  const int64_t shared = f.get_or<int64_t>("num_kv_shared_layers", 0);
-  if (shared < 0 || shared >= c.num_layers)
-    fail(f.origin(), ": field \"num_kv_shared_layers\" is ", shared, ", must be in [0, ",
-         c.num_layers, ") (some layer must store the keys and values the others share)");
-  const int64_t first_shared = c.num_layers - shared;
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    Gemma4Layer& l = c.layers[i];
-    l.kv_layer = i;
-    if (i < first_shared) continue;
-    l.kv_shared = true;
-    l.kv_layer = -1;
-    for (int64_t j = first_shared - 1; j >= 0 && l.kv_layer < 0; --j)
-      if (c.layers[j].sliding == l.sliding) l.kv_layer = j;
-    if (l.kv_layer < 0)
-      fail(f.origin(), ": field \"num_kv_shared_layers\" is ", shared, ": layer ", i,
-           " shares the keys and values of an earlier ",
-           l.sliding ? "sliding_attention" : "full_attention", " layer, and there is none");
-  }
-}
-
 Gemma4Config read_gemma4_config(const Checkpoint& ckpt, const JsonFields& f) {
   Gemma4Config c;
   c.architecture = ckpt.architecture();
@@ -255,7 +226,7 @@ Gemma4Config read_gemma4_config(const Checkpoint& ckpt, const JsonFields& f) {
            " key-value heads for ", c.heads,
            " attention heads (need an even head_dim and heads a multiple of kv heads)");
   }
-  read_kv_sharing(f, c);
+  read_kv_sharing(f, c.layers);
   // Gemma4TextMLP: KV-shared layers are twice as wide with use_double_wide_mlp.
   for (Gemma4Layer& l : c.layers)
     l.intermediate = intermediate * (double_wide && l.kv_shared ? 2 : 1);
@@ -280,28 +251,14 @@ class Gemma4Model : public GraphModel {
     embed_ = w.matrix(m + "embed_tokens.weight", {cfg_.vocab_size, h});
     // Gemma4TextScaledWordEmbedding: a float32 sqrt(hidden_size).
     embed_scale_ = static_cast<float>(std::sqrt(static_cast<double>(h)));
-    if (pl > 0) {
-      per_layer_embed_ =
-          w.matrix(m + "embed_tokens_per_layer.weight", {cfg_.per_layer_vocab, n_layers * pl});
-      per_layer_model_projection_ =
-          w.matrix(m + "per_layer_model_projection.weight", {n_layers * pl, h});
-      per_layer_projection_norm_ = w.vector(m + "per_layer_projection_norm.weight", {pl});
-    }
+    if (pl > 0) ple_ = load_per_layer_embeddings(w, m, cfg_.per_layer_vocab, n_layers, pl, h);
     for (int64_t i = 0; i < n_layers; ++i) {
       const Gemma4Layer& c = cfg_.layers[i];
       const std::string p = cat(m, "layers.", i, ".");
       const std::string a = p + "self_attn.";
-      const int64_t hd = c.head_dim;
       Layer l;
       l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
-      l.q = w.matrix(a + "q_proj.weight", {cfg_.heads * hd, h});
-      l.q_norm = w.vector(a + "q_norm.weight", {hd});
-      if (!c.kv_shared) {
-        l.k = w.matrix(a + "k_proj.weight", {c.kv_heads * hd, h});
-        if (!c.k_eq_v) l.v = w.matrix(a + "v_proj.weight", {c.kv_heads * hd, h});
-        l.k_norm = w.vector(a + "k_norm.weight", {hd});
-      }
-      l.o = w.matrix(a + "o_proj.weight", {h, cfg_.heads * hd});
+      l.attn = load_gemma_attention(w, a, c, cfg_.heads, h);
       l.attn_post_norm = w.vector(p + "post_attention_layernorm.weight", {h});
       l.mlp_norm = w.vector(p + "pre_feedforward_layernorm.weight", {h});
       l.mlp = load_gated_mlp(w, p + "mlp.", h, c.intermediate);
@@ -317,11 +274,7 @@ class Gemma4Model : public GraphModel {
         l.experts_norm = w.vector(p + "pre_feedforward_layernorm_2.weight", {h});
         l.experts_post_norm = w.vector(p + "post_feedforward_layernorm_2.weight", {h});
       }
-      if (pl > 0) {
-        l.per_layer_gate = w.matrix(p + "per_layer_input_gate.weight", {pl, h});
-        l.per_layer_projection = w.matrix(p + "per_layer_projection.weight", {h, pl});
-        l.per_layer_norm = w.vector(p + "post_per_layer_input_norm.weight", {h});
-      }
+      if (pl > 0) l.per_layer = load_per_layer_input_gate(w, p, h, pl);
       // A buffer of one value, read once here (the step multiplies by it).
       l.layer_scalar = w.vector(p + "layer_scalar", {1}).data<float>()[0];
       layers_.push_back(std::move(l));
@@ -329,13 +282,6 @@ class Gemma4Model : public GraphModel {
     final_norm_ = w.vector(m + "norm.weight", {h});
     lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
     w.finish(cfg_.architecture);
-    // Gemma4RMSNorm(with_scale=False) of each head size: a weight of ones.
-    for (const Gemma4Layer& c : cfg_.layers) {
-      if (unit_norms_.contains(c.head_dim)) continue;
-      Tensor ones = Tensor::zeros(DType::F32, {c.head_dim});
-      for (int64_t j = 0; j < c.head_dim; ++j) ones.mut<float>()[j] = 1.0f;
-      unit_norms_.emplace(c.head_dim, std::move(ones));
-    }
 
     info_.architecture = cfg_.architecture;
     info_.vocab_size = cfg_.vocab_size;
@@ -358,15 +304,7 @@ class Gemma4Model : public GraphModel {
 
   // KV per layer at its own size (a ring on sliding layers); KV-shared layers keep nothing.
   std::vector<LayerStateSpec> layer_states() const override {
-    std::vector<LayerStateSpec> out;
-    for (const Gemma4Layer& l : cfg_.layers)
-      out.push_back(
-          l.kv_shared ? LayerStateSpec{.kind = StateKind::Recurrent, .recurrent = {}}
-                      : LayerStateSpec{.kind = l.sliding ? StateKind::SlidingKV : StateKind::FullKV,
-                                       .kv_heads = l.kv_heads,
-                                       .head_dim = l.head_dim,
-                                       .window = l.window});
-    return out;
+    return gemma_layer_states({cfg_.layers.begin(), cfg_.layers.end()});
   }
 
   // Gemma4TextModel.forward, then Gemma4ForCausalLM's head.
@@ -375,7 +313,8 @@ class Gemma4Model : public GraphModel {
     for (const Rope& r : ropes_) tables.push_back(g.rope_tables(r, in.positions));
     graph::Value x = g.embedding(g.weight(embed_), in.tokens);
     x = g.name(g.scale(x, embed_scale_), "embed");
-    const graph::Value per_layer = cfg_.per_layer_dim > 0 ? per_layer_inputs(g, x, in) : x;
+    const graph::Value per_layer =
+        cfg_.per_layer_dim > 0 ? per_layer_inputs(g, x, in.tokens, ple_, cfg_.rms_norm_eps) : x;
     for (int64_t i = 0; i < cfg_.num_layers; ++i)
       x = g.name(layer(g, i, x, per_layer, tables), cat("layer.", i, ".out"));
     x = g.name(norm(g, g.rows(x, in.logit_rows), final_norm_), "final_norm");
@@ -386,48 +325,6 @@ class Gemma4Model : public GraphModel {
   }
 
  private:
-  // get_per_layer_inputs and project_per_layer_inputs: [n, layers * per_layer_dim], the
-  // token's per-layer embedding (times sqrt(per_layer_dim)) plus the RMS-normed projection of
-  // the scaled embedding (times hidden_size^-0.5), times 2^-0.5.
-  graph::Value per_layer_inputs(graph::Builder& g, graph::Value x, const StepInputs& in) const {
-    const int64_t n = g.dim(x, 0), pl = cfg_.per_layer_dim, width = cfg_.num_layers * pl;
-    graph::Value tok = g.embedding(g.weight(per_layer_embed_), in.tokens);
-    tok = g.scale(tok, static_cast<float>(std::sqrt(static_cast<double>(pl))));
-    graph::Value proj = blocks::linear(g, x, per_layer_model_projection_);
-    proj = g.scale(proj, static_cast<float>(std::pow(static_cast<double>(cfg_.hidden_size), -0.5)));
-    proj = g.reshape(norm(g, g.reshape(proj, {n, cfg_.num_layers, pl}), per_layer_projection_norm_),
-                     {n, width});
-    return g.name(g.scale(g.add(proj, tok), static_cast<float>(std::pow(2.0, -0.5))),
-                  "per_layer_inputs");
-  }
-
-  // Gemma4TextAttention.
-  graph::Value attention(graph::Builder& g, int64_t i, graph::Value x, graph::Value tables,
-                         const std::string& p) const {
-    const Gemma4Layer& c = cfg_.layers[i];
-    const Layer& l = layers_[static_cast<size_t>(i)];
-    const int64_t n = g.dim(x, 0), hd = c.head_dim;
-    graph::Value q = g.reshape(blocks::linear(g, x, l.q), {n, cfg_.heads, hd});
-    q = g.name(g.rope(norm(g, q, l.q_norm), tables, graph::RopeLayout::HalfSplit), p + "q");
-    graph::Builder::AttentionParams ap{.layer = c.kv_layer, .window = c.window, .scale = 1.0f};
-    graph::Value out;
-    if (c.kv_shared) {  // the keys and values layer kv_layer stored this step
-      ap.kv_read_only = true;
-      out = g.attention(q, {}, {}, ap);
-    } else {
-      const graph::Value k_proj = g.reshape(blocks::linear(g, x, l.k), {n, c.kv_heads, hd});
-      // attention_k_eq_v: the values are the keys' projection, before k_norm and rotary.
-      graph::Value v =
-          c.k_eq_v ? k_proj : g.reshape(blocks::linear(g, x, l.v), {n, c.kv_heads, hd});
-      graph::Value k = norm(g, k_proj, l.k_norm);
-      k = g.name(g.rope(k, tables, graph::RopeLayout::HalfSplit), p + "k");
-      v = g.name(norm(g, v, unit_norms_.at(hd)), p + "v");
-      out = g.attention(q, k, v, ap);
-    }
-    out = g.reshape(g.name(out, p + "attn"), {n, cfg_.heads * hd});
-    return g.name(blocks::linear(g, out, l.o), p + "attn_out");
-  }
-
   // Gemma4TextDecoderLayer: x + post_norm(attn(norm(x))), x + post_norm(mlp(norm(x))), then
   // with PLE x + norm(proj(act(gate(x)) * per_layer_input)), all times layer_scalar.
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x, graph::Value per_layer,
@@ -435,7 +332,8 @@ class Gemma4Model : public GraphModel {
     const Layer& l = layers_[static_cast<size_t>(i)];
     const std::string p = cat("layer.", i, ".");
     graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
-    a = attention(g, i, a, tables[static_cast<size_t>(cfg_.layers[i].rope)], p);
+    a = gemma_attention(g, a, cfg_.layers[i], l.attn, cfg_.heads, cfg_.rms_norm_eps,
+                        tables[static_cast<size_t>(cfg_.layers[i].rope)], p);
     x = g.add(x, g.name(norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
     graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
     m = blocks::gated_mlp(g, m, l.mlp, cfg_.act, p);
@@ -443,9 +341,8 @@ class Gemma4Model : public GraphModel {
     x = g.add(x, g.name(norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
     if (cfg_.per_layer_dim > 0) {
       const int64_t pl = cfg_.per_layer_dim;
-      graph::Value h = blocks::linear(g, x, l.per_layer_gate);
-      h = g.act_mul(cfg_.act, h, g.slice(per_layer, i * pl, pl));
-      h = norm(g, blocks::linear(g, h, l.per_layer_projection), l.per_layer_norm);
+      const graph::Value h = per_layer_input_gate(g, x, g.slice(per_layer, i * pl, pl), l.per_layer,
+                                                  cfg_.act, cfg_.rms_norm_eps);
       x = g.add(x, g.name(h, p + "per_layer_out"));
     }
     return l.layer_scalar != 1.0f ? g.scale(x, l.layer_scalar) : x;
@@ -480,10 +377,10 @@ class Gemma4Model : public GraphModel {
 
   struct Layer {
     Tensor attn_norm, attn_post_norm, mlp_norm, mlp_post_norm;
-    Tensor q, k, v, o, q_norm, k_norm;  // k, v, k_norm undefined where not loaded
+    GemmaAttentionWeights attn;
     GatedMlpWeights mlp;
-    Tensor per_layer_gate, per_layer_projection, per_layer_norm;  // with PLE
-    MoeWeights moe;  // with enable_moe_block: router.proj and the experts
+    PerLayerInputGate per_layer;  // with PLE
+    MoeWeights moe;               // with enable_moe_block: router.proj and the experts
     Tensor router_scale, per_expert_scale, mlp_post_norm_1, experts_norm, experts_post_norm;
     float layer_scalar = 1;
   };
@@ -491,9 +388,8 @@ class Gemma4Model : public GraphModel {
   std::vector<Rope> ropes_;
   Tensor embed_, lm_head_, final_norm_;
   float embed_scale_ = 1;
-  Tensor per_layer_embed_, per_layer_model_projection_, per_layer_projection_norm_;
+  PerLayerEmbeddings ple_;  // with PLE
   std::vector<Layer> layers_;
-  std::map<int64_t, Tensor> unit_norms_;  // head_dim -> ones
 };
 
 }  // namespace

@@ -64,6 +64,7 @@ std::unique_ptr<Model> load_multimodal_text(const Checkpoint&, const ModelOption
                                             const char* default_text_type);
 std::unique_ptr<Model> load_mllama_text(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gemma4(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_gemma3n(const Checkpoint&, const ModelOptions&);
 
 const std::vector<ArchitectureEntry>& architectures() {
   static const std::vector<ArchitectureEntry> table = {
@@ -263,6 +264,14 @@ const std::vector<ArchitectureEntry>& architectures() {
       {"Gemma4ForConditionalGeneration", "gemma4", load_gemma4,
        "the text model of the multimodal checkpoint (text_config, model.language_model.); "
        "the vision and audio towers are not loaded"},
+      {"Gemma3nForCausalLM", "gemma3n_text", load_gemma3n,
+       "AltUp streams (predicted, corrected, projected back), Laurel low-rank residual, "
+       "per-layer embeddings, KV shared across layers, Gaussian top-k activation sparsity, "
+       "q/k/v norms, sliding/full rotary"},
+      {"Gemma3nForConditionalGeneration", "gemma3n", load_gemma3n,
+       "the text model of the multimodal checkpoint (text_config, model.language_model.) with "
+       "the hard-token embedders of the vision and audio ids; the vision and audio towers are "
+       "not loaded"},
       {"Lfm2MoeForCausalLM", "lfm2_moe", load_lfm2_moe,
        "LFM2's hybrid decoder with experts past num_dense_layers: sigmoid router, expert_bias "
        "moves the choice, weights renormalised and scaled"},
@@ -272,8 +281,6 @@ const std::vector<ArchitectureEntry>& architectures() {
 
 const std::vector<PlannedArchitecture>& planned_architectures() {
   static const std::vector<PlannedArchitecture> table = {
-      {"Gemma3nForCausalLM",
-       "per-layer embeddings, AltUp and Laurel blocks, KV sharing, activation sparsity"},
       {"DeepseekV4ForCausalLM",
        "hyper-connections, compressed sparse attention (HCA / CSA compressors, an indexer that "
        "picks the keys), a hash router beside the top-k one"},

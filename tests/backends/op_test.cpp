@@ -18,13 +18,13 @@
 #include <random>
 
 #include "backends/cpu/isa.h"
+#include "backends/op_cases.h"
 #include "backends/op_harness.h"
 #include "backends/tolerances.h"
 #include "core/numeric.h"
 #include "models/rope.h"
 
 namespace lathe::optest {
-namespace {
 
 using graph::Activation;
 using graph::Builder;
@@ -32,14 +32,6 @@ using graph::Op;
 using graph::PositionBias;
 using graph::RopeLayout;
 using graph::Value;
-
-struct Case {
-  std::string name;  // letters, digits and '_' (a gtest parameter name)
-  Op op;             // the op under test: its row of the tolerance table
-  DType dtype;       // with this dtype
-  Build build;
-  Step step;
-};
 
 std::string label(const Shape& s) {
   std::string out;
@@ -51,6 +43,8 @@ uint32_t next_seed() {
   static uint32_t seed = 1000;
   return seed++;
 }
+
+namespace {
 
 const char* act_name(Activation a) {
   switch (a) {
@@ -76,15 +70,18 @@ constexpr Activation kActivations[] = {Activation::Silu, Activation::Gelu,  Acti
 // Elementwise and row-wise shape classes: decode (one row), odd rows and dims, larger, rank 3.
 const Shape kRowShapes[] = {{1, 64}, {7, 13}, {37, 300}, {3, 5, 7}};
 
-// A case whose graph applies `f` to one random F32 constant of each shape class.
+}  // namespace
+
 void elementwise(std::vector<Case>& out, Op op, const std::string& name,
-                 std::function<Value(Builder&, Value)> f, float scale = 2.0f) {
+                 std::function<Value(Builder&, Value)> f, float scale) {
   for (const Shape& s : kRowShapes) {
     const Tensor x = random_tensor(s, next_seed(), scale);
     out.push_back({name + "_" + label(s), op, DType::F32,
                    [x, f](Builder& b) { return std::vector{f(b, b.weight(x))}; }, Step{}});
   }
 }
+
+namespace {
 
 void linear_cases(std::vector<Case>& out) {
   struct S {
@@ -894,15 +891,20 @@ const std::vector<Case>& all_cases() {
     experts_cases(c);
     recurrent_cases(c);
     ssd_cases(c);
+    rowwise_cases(c);
     return c;
   }();
   return cases;
 }
 
-// gtest prints a failing case's parameter: its name, not its bytes.
+}  // namespace
+
+// gtest prints a failing case's parameter: its name, not its bytes (found beside Case).
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.name;
 }
+
+namespace {
 
 class OpBench : public ::testing::TestWithParam<Case> {};
 
@@ -969,9 +971,10 @@ TEST_P(OpBench, BackendsMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Ops, OpBench, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
-// Every computing op of graph::Op has cases (a new op must join the bench; Ssd is the last).
+// Every computing op of graph::Op has cases (a new op must join the bench; BatchMatmul is the
+// last).
 TEST(OpBenchCoverage, EveryComputingOpHasCases) {
-  std::vector<bool> seen(static_cast<size_t>(Op::Ssd) + 1, false);
+  std::vector<bool> seen(static_cast<size_t>(Op::BatchMatmul) + 1, false);
   for (const Case& c : all_cases()) seen[static_cast<size_t>(c.op)] = true;
   for (size_t i = 0; i < seen.size(); ++i) {
     const Op op = static_cast<Op>(i);

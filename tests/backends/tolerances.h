@@ -75,6 +75,9 @@ inline constexpr ToleranceRow kTolerances[] = {
     {graph::Op::CausalConv, DType::F32, {}},
     {graph::Op::GatedDeltaRule, DType::F32, {}},
     {graph::Op::Ssd, DType::F32, {}},
+    {graph::Op::RowStat, DType::F32, {}},
+    {graph::Op::Binary, DType::F32, {}},
+    {graph::Op::BatchMatmul, DType::F32, {}},
 };
 
 // Linear with BF16 weights on Avx512Bf16: activations rounded to bf16 first.

@@ -93,6 +93,8 @@ const std::vector<std::string> kFixtures = {
     "falcon_h1_gate_then_norm_groups",      // KV and recurrent state in every layer
     "phimoe_biases_jitter",                 // sparsemixer routes, LayerNorms, lm_head bias
     "gemma4_text_kv_shared",                // layers attending over another layer's cache
+    "gemma3n_text_kv_shared_sparse",        // AltUp streams, KV sharing, activation sparsity
+    "gemma3n_multimodal_text",              // vision and audio ids through their embedders
 };
 
 class EngineFixture : public ::testing::TestWithParam<std::string> {

@@ -3,7 +3,7 @@
 architectures, against the goldens tools/reference/make_tiny.py made for them: for each fixture
 the bridge, run on the built checkpoint from the golden's prompt, must produce the golden's 32
 greedy tokens and its hidden-state names (OPT's narrower last state, Mamba2's states without the
-embedding, module outputs), and a `lathe lab run` whose reference is that bridge must pass.
+embedding, Gemma3n's stacked streams, module outputs), and a `lathe lab run` whose reference is that bridge must pass.
 
 Needs a Python with torch and transformers (the reference): ctest registers it only when
 LATHE_REFERENCE_PYTHON is configured (`tools/test.sh --reference`).
@@ -19,10 +19,11 @@ import tempfile
 REPO = pathlib.Path(__file__).resolve().parent.parent.parent
 BRIDGE = REPO / "tools/reference/bridge.py"
 # A plain decoder, OPT with project_out (a narrower last state), a mixture of experts, a hybrid
-# linear-attention model, Mamba2 (no embedding state) and a multimodal wrapper that
-# AutoModelForCausalLM does not map (Llava).
+# linear-attention model, Mamba2 (no embedding state), a multimodal wrapper that
+# AutoModelForCausalLM does not map (Llava) and Gemma3n (states of stacked AltUp streams).
 FIXTURES = ["llama_tied_gqa", "opt_postnorm_project_nobias", "qwen3_moe_headdim_mlp_only",
-            "qwen3_5_dense_interval3_tied", "mamba2_groups", "llava_multimodal_text"]
+            "qwen3_5_dense_interval3_tied", "mamba2_groups", "llava_multimodal_text",
+            "gemma3n_text_kv_shared_sparse"]
 
 
 def run(cmd, **kw):

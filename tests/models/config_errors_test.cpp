@@ -623,5 +623,37 @@ TEST(ConfigErrors, Llama4) {
       "field \"num_experts_per_tok\" is 6, more than the 5 experts");
 }
 
+TEST(ConfigErrors, Gemma3n) {
+  const char* fixture = "gemma3n_text_kv_shared_sparse";  // 6 layers
+  expect_error(
+      fixture, [](Json& c) { c["altup_active_idx"] = 4; },
+      "field \"altup_active_idx\" is 4, must be below 4 (altup_num_inputs)");
+  expect_error(
+      fixture,
+      [](Json& c) {
+        c["activation_sparsity_pattern"] = {0.5, 0.0};
+      },
+      "field \"activation_sparsity_pattern\" must list one value for each of 6 layers");
+  expect_error(
+      fixture, [](Json& c) { c["activation_sparsity_pattern"][2] = 1.0; },
+      "activation_sparsity_pattern[2] is 1.0, must be in [0, 1)");
+  expect_error(
+      fixture,
+      [](Json& c) {
+        c["intermediate_size"] = {60, 44};
+      },
+      "field \"intermediate_size\" lists 2 sizes for 6 layers");
+  expect_error(
+      fixture, [](Json& c) { c["attention_bias"] = true; }, "field \"attention_bias\" is true");
+  expect_error(
+      fixture, [](Json& c) { c["num_kv_shared_layers"] = 5; },
+      "layer 2 shares the keys and values of an earlier full_attention layer");
+  // The multimodal wrapper's vision and audio ids must follow the text ids to the vocabulary's
+  // end, as Gemma3nModel's id ranges assume.
+  expect_error(
+      "gemma3n_multimodal_text", [](Json& c) { c["audio_config"]["vocab_offset"] = 121; },
+      "vision ids [112, 120) and audio ids [121, 129) must follow each other");
+}
+
 }  // namespace
 }  // namespace lathe

@@ -24,6 +24,9 @@ tower, whose text logits are checked equal to AutoModelForCausalLM's of the same
 Its "run_module" (e.g. language_model) runs that submodule of the wrapper instead, where the
 wrapper's forward is broken on text; "attn_implementation" (e.g. eager) picks the attention
 path of every model made or loaded.
+"vision_tower_stand_in" builds Gemma3n's vision tower, a timm model (timm is not in the
+reference environment), as a stand-in module of one convolution under the tower's published
+prefix (vision_tower.timm_model.); text generation never runs it, and lathe does not load it.
 
 Usage: make_tiny.py [--only NAME] [--out tests/fixtures/tiny]   (needs torch + transformers)
 """
@@ -148,6 +151,32 @@ def greedy(hf_config, state: dict, prompt: list[int], eos: set[int]):
     return tokens, margins, decode_logits
 
 
+class VisionTowerStandIn(torch.nn.Module):
+    """In place of Gemma3n's timm vision tower: one convolution under timm_model."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.timm_model = torch.nn.Module()
+        self.timm_model.conv_stem = torch.nn.Conv2d(3, config.hidden_size, 3, bias=False)
+
+
+def stand_in_vision_tower(enabled: bool):
+    """Makes Gemma3nModel build VisionTowerStandIn for its vision config while `enabled`."""
+    from transformers.models.gemma3n import modeling_gemma3n
+
+    auto = getattr(modeling_gemma3n, "RealAutoModel", modeling_gemma3n.AutoModel)
+    modeling_gemma3n.RealAutoModel = auto
+
+    class AutoModel:
+        @staticmethod
+        def from_config(config, **kwargs):
+            if isinstance(config, transformers.Gemma3nVisionConfig):
+                return VisionTowerStandIn(config)
+            return auto.from_config(config, **kwargs)
+
+    modeling_gemma3n.AutoModel = AutoModel if enabled else auto
+
+
 CLASS = transformers.AutoModelForCausalLM  # model_class() of the spec being built
 ATTN = None  # its "attn_implementation"
 RUN = None  # its "run_module"
@@ -157,6 +186,7 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     CLASS = model_class(spec)
     ATTN = spec.get("attn_implementation")
     RUN = spec.get("run_module")
+    stand_in_vision_tower(spec.get("vision_tower_stand_in", False))
     name = spec_path.stem
     out = out_root / name
     out.mkdir(parents=True, exist_ok=True)
@@ -244,7 +274,7 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         with module_outputs.record(run) as inside, module_outputs.record_routes(run) as routes:
             res = run(torch.tensor([tf_ids]), output_hidden_states=True)
         logits = res.logits[0].float().numpy()
-        states = [h[0] for h in res.hidden_states]
+        states = [module_outputs.batch_row(h) for h in res.hidden_states]
         state_names, states = module_outputs.state_names(config["architectures"][0], states)
         # Each layer's attention and MLP module outputs, before the layer's own output.
         state_names, states = module_outputs.ordered_states(state_names, states, inside)

@@ -21,6 +21,20 @@ SKIP = {"BloomForCausalLM"}
 # Architectures whose hidden states leave out the embedding: Mamba2Model's are each layer's
 # output (the last layer's too, not overwritten) and then the final norm's.
 NO_EMBED_STATE = {"Mamba2ForCausalLM"}
+# AltUp (Gemma3n): each hidden state is the stack of the residual streams [streams, batch, T,
+# hidden], the first the embedding and its projections (lathe's `altup_in`), then each layer's
+# output, the last not overwritten by the final norm (capture_outputs with
+# tie_last_hidden_states=False). Compared as [T, streams * hidden] (each token's streams in
+# turn), so the attention and MLP module outputs, of one stream's width, are left out.
+ALTUP = {"Gemma3nForCausalLM", "Gemma3nForConditionalGeneration"}
+
+
+def batch_row(h):
+    """The first sequence of a hidden state: [T, hidden], or AltUp's stacked streams
+    [streams, batch, T, hidden] as [T, streams * hidden]."""
+    if h.dim() == 4:
+        return h[:, 0].permute(1, 0, 2).reshape(h.shape[2], -1)
+    return h[0]
 
 
 def state_names(architecture, states):
@@ -28,6 +42,8 @@ def state_names(architecture, states):
     compare: embed, layer.N.out, ..., final_norm (transformers replaces the last layer's output
     with the final norm's). A last state narrower than the rest (OPT's project_out) is left out,
     and the final norm goes uncompared."""
+    if architecture in ALTUP:
+        return ["altup_in"] + [f"layer.{i}.out" for i in range(len(states) - 1)], states
     if states[-1].shape != states[0].shape:
         states = states[:-1]
         return ["embed"] + [f"layer.{i}.out" for i in range(len(states) - 1)], states

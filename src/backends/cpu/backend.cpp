@@ -9,6 +9,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/moe.h"
 #include "backends/cpu/recurrent.h"
+#include "backends/cpu/rowwise.h"
 #include "core/error.h"
 
 namespace lathe {
@@ -303,6 +304,18 @@ class CpuBackend : public Backend {
         const size_t row_bytes = static_cast<size_t>(dim) * dtype_size(table.dtype());
         for (int64_t i = 0; i < ids.numel(); ++i) {
           const int64_t id = int64_t{ids.data<int32_t>()[i]} + n.params.id_offset;
+          float* row = a.out.mut<float>() + i * dim;
+          const graph::IdRange range = n.params.id_range;
+          if ((id < 0 && (range == graph::IdRange::Zeros || range == graph::IdRange::ZerosBelow)) ||
+              (id >= vocab &&
+               (range == graph::IdRange::Zeros || range == graph::IdRange::ZerosPast))) {
+            std::fill(row, row + dim, 0.0f);
+            continue;
+          }
+          if ((id < 0 || id >= vocab) && range == graph::IdRange::FirstRow) {
+            convert_to_f32(table.dtype(), table.data<uint8_t>(), row, static_cast<size_t>(dim));
+            continue;
+          }
           if (id < 0 || id >= vocab) {
             if (n.params.id_offset != 0)
               fail("position ", id - n.params.id_offset, " is past the model's ",
@@ -310,7 +323,7 @@ class CpuBackend : public Backend {
             fail("token id ", id, " is outside the vocabulary of ", vocab, " tokens");
           }
           convert_to_f32(table.dtype(), table.data<uint8_t>() + static_cast<size_t>(id) * row_bytes,
-                         a.out.mut<float>() + i * dim, static_cast<size_t>(dim));
+                         row, static_cast<size_t>(dim));
         }
         return;
       }
@@ -481,6 +494,20 @@ class CpuBackend : public Backend {
       case Op::Ssd:
         ssd(a, reference_);
         return;
+      case Op::RowStat:
+        cpu::row_stat(n.params.stat, n.params.eps, x->data<float>(), a.out.mut<float>(), numel,
+                      x->dim(-1));
+        return;
+      case Op::Binary:
+        cpu::binary(n.params.binary, x->data<float>(), x->shape(), a.inputs[1]->data<float>(),
+                    a.inputs[1]->shape(), a.out.mut<float>(), a.out.shape());
+        return;
+      case Op::BatchMatmul: {
+        const Tensor& b = *a.inputs[1];
+        cpu::batch_matmul(x->data<float>(), b.data<float>(), a.out.mut<float>(), x->dim(0),
+                          x->dim(1), x->dim(2), b.dim(2));
+        return;
+      }
       case Op::Rows: {
         const Tensor& idx = *a.inputs[1];
         const int64_t rows = x->dim(0), dim = x->dim(1);
