@@ -265,18 +265,35 @@ function fillArchitectures() {
   fillSelect($('arch'), [['', 'any architecture'], ...archs], state.arch);
 }
 
-// Above the list: what passes in the chosen versions, and how much of each ranking has run.
-function renderHeadline(s) {
+// A ranking's name as the page writes it: "text-generation / Selected".
+function rankingName(r) { return `${r.task} / ${VIEW_NAMES[r.view] || r.view}`; }
+
+// Above the list: how much of each ranking lathe implements and has verified (the figures
+// of /api/coverage, as the report writes them), what passes in the chosen versions, how much
+// of each ranking has run, and the rows' own architectures (fixture coverage on the bundled
+// sweep, so not the headline).
+function renderHeadline(s, cov) {
   const dl = clear($('figures'));
+  if (cov) {
+    const shares = el('dd', {});
+    for (const r of cov.rankings)
+      shares.append(el('span', { class: 'ranking', text: `${VIEW_NAMES[r.view] || r.view}: ` +
+        `${r.percent.models_implemented} of ${r.models} models implemented, ` +
+        `${r.percent.models_pass} verified pass` }));
+    if (!cov.rankings.length) shares.append('no ranking files (lathe lab catalog refresh writes them)');
+    dl.append(el('div', { class: 'figure' }, el('dt', { text: 'Rankings implemented' }), shares));
+  }
   dl.append(figure('Models', s.by_status.pass, ` of ${s.rows} models pass`),
-    figure('Architectures', s.coverage.passing,
-      ` of ${s.coverage.architectures} architectures have a passing model`));
+    figure("Rows' architectures", s.coverage.passing,
+      ` of ${s.coverage.architectures} architectures have a passing model` +
+      (cov && cov.fixtures.rows ? ` (fixture coverage: ${cov.fixtures.passing} of ` +
+        `${cov.fixtures.architectures} of lathe's tiny fixtures)` : '')));
   const ranked = el('dd', {});
   for (const r of s.rankings)
     ranked.append(el('span', { class: 'ranking', text: `${VIEW_NAMES[r.view] || r.view}: ` +
       `${r.run} of ${r.models} run, ${r.passed} pass` + (r.snapshot ? ` (${r.snapshot})` : '') }));
   if (!s.rankings.length) ranked.append('no ranking files (lathe lab catalog refresh writes them)');
-  dl.append(el('div', { class: 'figure' }, el('dt', { text: 'Ranking coverage' }), ranked),
+  dl.append(el('div', { class: 'figure' }, el('dt', { text: 'Rankings run' }), ranked),
     el('div', { class: 'figure' }, el('dt', { text: 'Versions' }),
       el('dd', { text: `lathe ${s.lathe || '-'}, transformers ${s.transformers_versions.join(', ') || '-'}` })));
 }
@@ -435,8 +452,11 @@ async function renderDetail(gen) {
   } catch (e) {
     if (stale(gen)) return;
     showHeading(heading, model);
-    clear($('detail-body')).append(el('p', {}, badge('untested'), ' ',
-      listed ? 'Ranked, not tested yet in this selection.' : 'No row in this selection: ' + e.message));
+    // A ranked model without a row: untested, or unsupported (its architecture is one lathe
+    // does not implement, so it is not run).
+    const why = !listed ? 'No row in this selection: ' + e.message
+      : listed.status === 'unsupported' ? listed.error_message : 'Ranked, not tested yet in this selection.';
+    clear($('detail-body')).append(el('p', {}, badge(listed ? listed.status : 'untested'), ' ', why));
     return;
   }
   if (stale(gen)) return;
@@ -446,10 +466,47 @@ async function renderDetail(gen) {
 
 // ---- coverage ---------------------------------------------------------------------------
 
+// Each ranking's figures as /api/coverage gives them (computed by the report's own code; the
+// page only writes them out), then the architectures it lacks, most used first.
+function renderRankingCoverage(cov) {
+  const body = clear($('ranking-coverage-body'));
+  for (const r of cov.rankings)
+    body.append(el('tr', {}, el('th', { scope: 'row', text: rankingName(r) }),
+      el('td', { text: r.snapshot || '' }), el('td', { class: 'num', text: String(r.models) }),
+      el('td', { class: 'num', text: r.percent.models_implemented }),
+      el('td', { class: 'num', text: r.percent.models_pass }),
+      el('td', { class: 'num', text: String(r.architectures) }),
+      el('td', { class: 'num', text: r.percent.architectures_implemented }),
+      el('td', { class: 'num', text: r.percent.architectures_pass })));
+  $('rankings-line').textContent = cov.rankings.length
+    ? `lathe ${cov.lathe || '-'}, transformers ${cov.transformers}; a ranked model no row of these versions passes counts as not verified.`
+    : `No ranking files for ${cov.task} (lathe lab catalog refresh writes them).`;
+  const missing = clear($('unimplemented'));
+  for (const r of cov.rankings) {
+    if (!r.unimplemented.length) continue;
+    const list = el('ol', { class: 'unimplemented' });
+    for (const u of r.unimplemented)
+      list.append(el('li', {}, el('span', { class: 'arch', text: u.architecture }),
+        ` (${u.models} ranked model${u.models === 1 ? '' : 's'})`));
+    missing.append(el('div', { class: 'block' },
+      el('h3', { text: `Not implemented, ${rankingName(r)}, by ranked models using it` }), list));
+  }
+  const f = cov.fixtures;
+  $('fixture-line').textContent = f.rows
+    ? `Fixture coverage: ${f.passing} of ${f.architectures} architectures of lathe's own tiny ` +
+      `fixtures pass (${f.percent}, ${f.rows} rows). These are lathe's test models, not the Hub's rankings.`
+    : 'Fixture coverage: no rows of lathe\'s tiny fixtures in these versions.';
+}
+
 async function renderCoverage(gen) {
-  let s;
-  try { s = await api('summary', { task: state.task, lathe: state.lathe, transformers: state.tf }); } catch (e) { return; }
+  let s, cov;
+  try {
+    [s, cov] = await Promise.all([
+      api('summary', { task: state.task, lathe: state.lathe, transformers: state.tf }),
+      api('coverage', { task: state.task, lathe: state.lathe, transformers: state.tf })]);
+  } catch (e) { return; }
   if (stale(gen)) return;
+  renderRankingCoverage(cov);
   const q = state.q.toLowerCase();
   const archs = s.architectures.filter((a) => a.architecture.toLowerCase().includes(q));
   $('coverage-line').textContent = `${s.coverage.passing} of ${s.coverage.architectures} architectures ` +
@@ -545,13 +602,14 @@ async function render() {
   $('diff-view').hidden = state.tab !== 'diff';
   $('headline').hidden = state.tab !== 'models' || Boolean(state.model);
   if (state.tab === 'models') {
-    let s = null;
-    try { s = await api('summary', { task: state.task, lathe: state.lathe, transformers: state.tf }); } catch (e) { /* the rows say why */ }
+    const sel = { task: state.task, lathe: state.lathe, transformers: state.tf };
+    const [s, cov] = await Promise.all([api('summary', sel).catch(() => null),
+      api('coverage', sel).catch(() => null)]);  // on failure the rows say why
     if (stale(gen)) return;
     if (s) {
       knownArchs = s.architectures.map((a) => a.architecture);
       fillArchitectures();
-      if (!state.model) renderHeadline(s);
+      if (!state.model) renderHeadline(s, cov);
     }
     await renderRows(gen);
     await renderDetail(gen);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/version.h"
 #include "io/durable.h"
+#include "io/hub_cache.h"
 #include "lab/catalog.h"
 #include "lab/dataset.h"
 #include "lab/report.h"
@@ -126,6 +127,49 @@ std::pair<int, int> parse_shard(const std::string& s) {
   throw UsageError(cat("--shard must be I/N with 0 <= I < N (e.g. 0/4), got \"", s, "\""));
 }
 
+// --download and its options (lab/download.h); nullopt without --download, where the others
+// are usage errors. Every ranked entry of the catalog must be a Hub id.
+std::optional<DownloadOptions> read_download_options(const Args& args, const Catalog& catalog) {
+  if (!args.flag("download")) {
+    for (const char* o : {"max-download-gb", "keep-downloads", "endpoint", "download-timeout"})
+      if (args.has(o)) throw UsageError(cat("lab run: --", o, " needs --download"));
+    return std::nullopt;
+  }
+  if (!args.has("catalog"))
+    throw UsageError(
+        "lab run: --download pulls the ranked models of a catalog: give --catalog FILE");
+  if (hub::offline_from_env())
+    fail(
+        "--download needs the network, and HF_HUB_OFFLINE is set; unset it, or drop "
+        "--download to run what the Hugging Face cache holds");
+  DownloadOptions d;
+  const double gb = args.get_double("max-download-gb", kDefaultMaxDownloadGb);
+  if (!(gb >= 0 && gb <= 1e6))
+    throw UsageError("--max-download-gb must be a number of GB from 0 to 1000000");
+  d.max_bytes = static_cast<int64_t>(gb * 1e9);
+  d.keep = args.flag("keep-downloads");
+  d.timeout_seconds = args.get_double("download-timeout", 3600);
+  if (!(d.timeout_seconds > 0))
+    throw UsageError("--download-timeout must be a positive number of seconds");
+  d.endpoint = args.get_or("endpoint", hub::endpoint_from_env());
+  while (!d.endpoint.empty() && d.endpoint.back() == '/') d.endpoint.pop_back();
+  if (d.endpoint.rfind("http://", 0) != 0 && d.endpoint.rfind("https://", 0) != 0)
+    throw UsageError(
+        cat("--endpoint must be an http:// or https:// URL, got \"", d.endpoint, "\""));
+  const std::string file = *args.get("catalog");
+  for (size_t i = 0; i < catalog.models.size(); ++i) {
+    const CatalogEntry& e = catalog.models[i];
+    if (!e.path.empty() || !e.fixture.empty()) continue;
+    const std::string where = cat(file, " models[", i, "]");
+    if (!hub::parse_model_ref(e.id))
+      fail(where, ": field \"id\" \"", e.id,
+           "\" is not a Hub model id ORG/NAME, which --download needs");
+    if (!hub::parse_model_ref(e.id + "@" + e.revision))
+      fail(where, ": field \"revision\" \"", e.revision, "\" is not a Hub revision");
+  }
+  return d;
+}
+
 int lab_run(int argc, char** argv) {
   std::vector<OptionSpec> options = {
       {"catalog", "FILE",
@@ -143,6 +187,23 @@ int lab_run(int argc, char** argv) {
       {"timeout", "S", "wall-clock seconds per model (default 600)"},
       {"memory-limit", "MB",
        "memory per model in MiB (default 8192); its process may map 512 MiB more for code"},
+      {"download", "",
+       "pull the ranked models of --catalog that the Hugging Face cache lacks (lathe pull, "
+       "from --endpoint) when they fit the budget below, and run them"},
+      {"max-download-gb", "GB",
+       "with --download: the most one model may download, in GB of 10^9 bytes (default 16), "
+       "known from the Hub's file listing before anything is downloaded; a model over it, "
+       "whose weights exceed --memory-limit, or that does not fit the cache's free space is "
+       "not downloaded: its row is untested with the reason"},
+      {"keep-downloads", "",
+       "with --download: keep the models it pulled in the cache (default: what a pull added "
+       "is removed once the model's row is written; models already in the cache before are "
+       "never removed)"},
+      {"endpoint", "URL",
+       "with --download: the Hub or a mirror (default $HF_ENDPOINT, else "
+       "https://huggingface.co); a token comes from $HF_TOKEN as for lathe pull"},
+      {"download-timeout", "S",
+       "with --download: seconds one model's pull may take (default 3600)"},
       {"json", "", "print the report as JSON instead of Markdown"},
       {"quiet", "", "no progress lines on stderr"},
   };
@@ -194,6 +255,7 @@ int lab_run(int argc, char** argv) {
            ": no tiny fixtures here, and no --model or Hugging Face cache models to run");
   }
   SweepOptions o;
+  o.download = read_download_options(args, catalog);
   o.out = fs::absolute(args.get_or("out", "lab-results"));
   o.resume = args.flag("resume");
   if (auto s = args.get("shard")) std::tie(o.shard_index, o.shard_count) = parse_shard(*s);
@@ -217,6 +279,10 @@ int lab_run(int argc, char** argv) {
       std::cout << "; " << r.not_available.size()
                 << " catalog models are not on this machine (not in the Hugging Face cache) "
                    "and stay untested";
+    if (o.download)
+      std::cout << "; downloaded " << r.downloaded << " models ("
+                << static_cast<double>(r.downloaded_bytes) / 1e6 << " MB), " << r.removed
+                << " removed after their run";
     std::cout << "; dataset:";
     for (const auto& f : r.dataset_files) std::cout << " " << f.string();
     std::cout << "\n";

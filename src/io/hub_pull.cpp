@@ -341,15 +341,19 @@ int64_t fetch_all(const std::vector<const RemoteFile*>& files, const RepoPaths& 
   return transferred;
 }
 
+// The bytes of `f` a pull would still transfer: none when its blob is there, the rest of a
+// partial download, else all of it.
+int64_t missing_bytes(const RemoteFile& f, const fs::path& blobs) {
+  const fs::path blob = blobs / f.blob;
+  std::error_code ec;
+  if (fs::exists(blob, ec)) return 0;
+  const auto part = fs::file_size(fs::path(blob).concat(".incomplete"), ec);
+  return f.size - (ec ? 0 : std::min<int64_t>(static_cast<int64_t>(part), f.size));
+}
+
 void check_space(const std::vector<const RemoteFile*>& files, const RepoPaths& p) {
   int64_t need = 0;
-  std::error_code ec;
-  for (const RemoteFile* f : files) {
-    const fs::path blob = p.blobs / f->blob;
-    if (fs::exists(blob, ec)) continue;
-    const auto part = fs::file_size(fs::path(blob).concat(".incomplete"), ec);
-    need += f->size - (ec ? 0 : std::min<int64_t>(static_cast<int64_t>(part), f->size));
-  }
+  for (const RemoteFile* f : files) need += missing_bytes(*f, p.blobs);
   struct statvfs v {};
   if (::statvfs(p.blobs.c_str(), &v) != 0) return;
   const double free_bytes = static_cast<double>(v.f_bavail) * static_cast<double>(v.f_frsize);
@@ -450,6 +454,50 @@ PullResult pull(const ModelRef& ref, const PullOptions& options) {
     write_file_atomic(ref_file, l.commit);  // no newline, as huggingface_hub writes it
   }
   return r;
+}
+
+PullPlan plan_pull(const ModelRef& ref, const PullOptions& options) {
+  const Target t{ref, options};
+  HttpClient http(options.token);
+  const Listing l = fetch_listing(http, t);
+  const std::string listing_url =
+      options.endpoint + "/api/models/" + ref.id + "/revision/" + url_encode(ref.revision, false);
+  const std::string what = cat(ref.text(), " (commit ", l.commit, ")");
+  if (!l.files.count("config.json"))
+    fail(what, " has no config.json: not a transformers checkpoint lathe can run");
+  const fs::path blobs = repo_dir(options.cache, ref.id) / "blobs";
+  PullPlan plan;
+  plan.commit = l.commit;
+  const auto add = [&](const RemoteFile& f, bool weight) {
+    plan.bytes += f.size;
+    if (weight) plan.weight_bytes += f.size;
+    plan.missing_bytes += missing_bytes(f, blobs);
+  };
+  for (const std::string& name : metadata_files(l)) add(need(l, name, listing_url), false);
+  if (l.files.count("model.safetensors.index.json")) {
+    const fs::path index = blobs / l.files.at("model.safetensors.index.json").blob;
+    std::error_code ec;
+    if (fs::exists(index, ec)) {
+      for (const std::string& s : index_shards(index, what + ": model.safetensors.index.json")) {
+        if (!l.files.count(s))
+          fail(what, ": model.safetensors.index.json names ", s, ", which the repository lacks");
+        add(need(l, s, listing_url), true);
+      }
+    } else {
+      plan.weights_estimated = true;
+      for (const auto& [name, f] : l.files)
+        if (name.ends_with(".safetensors") && name.find('/') == std::string::npos &&
+            name.rfind("consolidated", 0) != 0)
+          add(need(l, name, listing_url), true);
+    }
+  } else if (l.files.count("model.safetensors")) {
+    add(need(l, "model.safetensors", listing_url), true);
+  } else {
+    fail(what,
+         " has neither model.safetensors nor model.safetensors.index.json: lathe reads "
+         "safetensors checkpoints only");
+  }
+  return plan;
 }
 
 fs::path resolve_model(const std::string& arg, const ResolveOptions& o) {

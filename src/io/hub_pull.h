@@ -41,6 +41,20 @@ struct PullResult {
 // to do (401/403: the token and the licence; 404: no such model or revision; 5xx: retry).
 PullResult pull(const ModelRef& ref, const PullOptions& options);
 
+// What pull() would take, from the model listing alone (nothing is downloaded): the sizes the
+// listing gives for the files pull() chooses, and how much of that the cache lacks.
+struct PullPlan {
+  std::string commit;
+  int64_t bytes = 0;          // every file pull() takes
+  int64_t weight_bytes = 0;   // the safetensors files among them
+  int64_t missing_bytes = 0;  // what a pull would still transfer (blobs not yet in the cache)
+  // A sharded checkpoint whose index is not in the cache yet: its shards are taken to be
+  // every top-level .safetensors file but consolidated*.safetensors (an upper bound).
+  bool weights_estimated = false;
+};
+// Throws lathe::Error as pull() does (the listing's HTTP errors, no config.json, no weights).
+PullPlan plan_pull(const ModelRef& ref, const PullOptions& options);
+
 // How a command's MODEL argument becomes a folder.
 struct ResolveOptions {
   bool pull = false;     // download a Hub id the cache lacks

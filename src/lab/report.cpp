@@ -8,15 +8,15 @@
 
 namespace lathe {
 
-namespace {
-
-std::string percent(int64_t part, int64_t whole) {
+std::string share_percent(int64_t part, int64_t whole) {
   if (whole == 0) return "n/a";
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%",
                 100.0 * static_cast<double>(part) / static_cast<double>(whole));
   return buf;
 }
+
+namespace {
 
 std::string cell(const std::string& s) {
   std::string out;
@@ -95,9 +95,17 @@ Json ranking_coverage_json(const Catalog& ranking, const std::vector<LabRow>& ro
   Json unimplemented = Json::array();
   for (const auto& [n, arch] : missing)
     unimplemented.push_back({{"architecture", arch}, {"models", n}});
+  const auto models = static_cast<int64_t>(ranking.models.size());
+  const auto archs = static_cast<int64_t>(uses.size());
+  const Json shares = {
+      {"models_implemented", share_percent(models_implemented, models)},
+      {"models_pass", share_percent(models_pass, models)},
+      {"architectures_implemented", share_percent(archs_implemented, archs)},
+      {"architectures_pass", share_percent(static_cast<int64_t>(passing_archs.size()), archs)}};
   return {{"task", ranking.task},
           {"view", ranking.view},
           {"snapshot", ranking.snapshot},
+          {"percent", shares},
           {"models", ranking.models.size()},
           {"models_unknown_architecture", unknown},
           {"models_implemented", models_implemented},
@@ -123,13 +131,13 @@ std::string report_markdown(const std::vector<LabRow>& rows, const std::vector<J
         "| ranking | snapshot | models | implemented | verified pass | architectures | "
         "implemented | verified pass |\n|---|---|---:|---:|---:|---:|---:|---:|\n";
     for (const Json& r : rankings) {
-      const int64_t m = r["models"].get<int64_t>(), a = r["architectures"].get<int64_t>();
+      const Json& pc = r["percent"];
       md += cat("| ", r["task"].get<std::string>(), " / ", r["view"].get<std::string>(), " | ",
-                r["snapshot"].get<std::string>(), " | ", m, " | ",
-                percent(r["models_implemented"].get<int64_t>(), m), " | ",
-                percent(r["models_pass"].get<int64_t>(), m), " | ", a, " | ",
-                percent(r["architectures_implemented"].get<int64_t>(), a), " | ",
-                percent(r["architectures_pass"].get<int64_t>(), a), " |\n");
+                r["snapshot"].get<std::string>(), " | ", r["models"].get<int64_t>(), " | ",
+                pc["models_implemented"].get<std::string>(), " | ",
+                pc["models_pass"].get<std::string>(), " | ", r["architectures"].get<int64_t>(),
+                " | ", pc["architectures_implemented"].get<std::string>(), " | ",
+                pc["architectures_pass"].get<std::string>(), " |\n");
     }
     for (const Json& r : rankings) {
       if (r["unimplemented"].empty()) continue;
@@ -146,8 +154,8 @@ std::string report_markdown(const std::vector<LabRow>& rows, const std::vector<J
   md += cat("\n**", rankings.empty() ? "Coverage" : "Coverage of the rows' own architectures", ": ",
             cov["passing"].get<int64_t>(), " of ", cov["architectures"].get<int64_t>(),
             " architectures pass (",
-            percent(cov["passing"].get<int64_t>(), cov["architectures"].get<int64_t>()), "); ",
-            rows.size(), " models.**",
+            share_percent(cov["passing"].get<int64_t>(), cov["architectures"].get<int64_t>()),
+            "); ", rows.size(), " models.**",
             rankings.empty() ? ""
                              : " (On the bundled catalog these "
                                "are lathe's own tiny fixtures.)",

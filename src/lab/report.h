@@ -17,11 +17,16 @@ namespace lathe {
 Json report_json(const std::vector<LabRow>& rows);
 std::string report_markdown(const std::vector<LabRow>& rows);
 
+// `part` of `whole` as a percentage with one decimal ("42.9%"), "n/a" when `whole` is 0: how
+// the report and the explorer write every coverage share.
+std::string share_percent(int64_t part, int64_t whole);
+
 // Coverage of a ranking as the Hub's rankings are counted: of its models and of the distinct
 // architectures they use (the catalog's architecture field, known without downloading), the
 // share lathe implements (`implemented` says which architecture names) and the share verified
 // pass by `rows` (a row of the same model id with status pass); and the architectures lathe
 // does not implement, most used first. Models of no known architecture are counted apart.
+// `percent` holds the four shares as share_percent writes them.
 Json ranking_coverage_json(const Catalog& ranking, const std::vector<LabRow>& rows,
                            const std::function<bool(const std::string&)>& implemented);
 // The report with each ranking's coverage first (the headline), then the rows' own coverage.

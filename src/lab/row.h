@@ -19,7 +19,7 @@ inline constexpr const char* kStatuses[] = {"pass", "fail",        "error",   "t
                                             "oom",  "unsupported", "untested"};
 
 // The protocol's stages, in order. A failed row names the stage it stopped in.
-inline constexpr const char* kStages[] = {"inspect",  "plan",      "load",    "compile",
+inline constexpr const char* kStages[] = {"fetch",    "inspect",   "plan",    "load", "compile",
                                           "generate", "reference", "compare", "done"};
 
 struct LabRow {

@@ -178,22 +178,30 @@ SweepResult run_sweep(const Catalog& catalog, const SweepOptions& o) {
   std::set<std::string> done;
   for (const auto& r : res.rows) done.insert(r.key());
   res.resumed = static_cast<int>(res.rows.size());
+  if (o.download && !o.hf_hub)
+    throw UsageError("--download needs a Hugging Face cache to pull into (drop --no-hf-cache)");
   Catalog snapshot = catalog;
   snapshot.models.clear();
+  std::vector<bool> to_download;  // per snapshot entry: pulled before it runs
   for (size_t i = 0; i < catalog.models.size(); ++i) {
     if (static_cast<int>(i % static_cast<size_t>(o.shard_count)) != o.shard_index) continue;
     CatalogEntry e = catalog.models[i];
+    bool pull = false;
     if (e.path.empty() && e.fixture.empty()) {
-      // A ranked model: run it when its snapshot is in the Hugging Face cache.
+      // A ranked model: run it when its snapshot is in the Hugging Face cache, or pull it.
       std::optional<fs::path> found;
       if (o.hf_hub) found = find_in_hf_cache(*o.hf_hub, e.id, e.revision);
-      if (!found) {
+      if (found) {
+        e.path = *found;
+      } else if (o.download) {
+        pull = true;
+      } else {
         res.not_available.push_back(e.id);
         continue;
       }
-      e.path = *found;
     }
     snapshot.models.push_back(std::move(e));
+    to_download.push_back(pull);
   }
   write_catalog(snapshot, o.out / "catalog.json");
 
@@ -204,13 +212,45 @@ SweepResult run_sweep(const Catalog& catalog, const SweepOptions& o) {
   child.protocol = protocol;
   AppendLog journal(journal_path);
   const size_t n = snapshot.models.size();
+  const auto journal_row = [&](const LabRow& row, size_t i, const std::string& note) {
+    journal.append(row_to_json(row).dump());
+    done.insert(row.key());
+    res.rows.push_back(row);
+    ++res.ran;
+    if (o.progress)
+      o.progress(cat("[", i + 1, "/", n, "] ", row.model_id, "  ", row.status,
+                     row.status == "pass" ? "" : " (" + row.stage + ": " + row.error_type + ")",
+                     "  ", static_cast<int>(row.total_seconds * 1000), " ms", note));
+  };
   for (size_t i = 0; i < n; ++i) {
-    const CatalogEntry& e = snapshot.models[i];
+    CatalogEntry e = snapshot.models[i];
     LabRow base = base_row(e, protocol);
     base.catalog_snapshot = catalog.snapshot;
     base.timeout_seconds = e.timeout_seconds > 0 ? e.timeout_seconds : o.timeout_seconds;
     if (!base.memory_limit_bytes) base.memory_limit_bytes = o.memory_limit_bytes;
     if (done.count(base.key())) continue;
+
+    // A ranked model the cache lacks: sized from the listing, pulled when it fits, and what
+    // the pull added removed after the run unless the downloads are kept.
+    std::optional<CacheFootprint> footprint;
+    if (to_download[i]) {
+      const CacheFootprint before(*o.hf_hub, e.id);
+      const Fetched f =
+          fetch_ranked_model(e, base, *o.hf_hub, *o.download, base.memory_limit_bytes,
+                             o.lathe_executable, o.out / "logs" / (safe_name(e.id) + ".pull.log"));
+      if (f.row) {
+        LabRow row = *f.row;
+        row.timeout_seconds = base.timeout_seconds;
+        journal_row(row, i, "");
+        // What a failed pull left (a partial file) goes too, unless downloads are kept.
+        if (!o.download->keep) before.remove_added();
+        continue;
+      }
+      e.path = f.snapshot;
+      ++res.downloaded;
+      res.downloaded_bytes += f.downloaded_bytes;
+      if (!o.download->keep) footprint = before;
+    }
 
     const std::string name = cat(i, "-", safe_name(e.id));
     const fs::path entry_file = o.out / "run" / (name + ".entry.json");
@@ -256,15 +296,17 @@ SweepResult run_sweep(const Catalog& catalog, const SweepOptions& o) {
       row.finished_at = utc_now();
     }
     if (row.status != "pass") row.log_tail = file_tail(log_file, 4000);
-    journal.append(row_to_json(row).dump());
-    done.insert(row.key());
-    res.rows.push_back(row);
-    ++res.ran;
+    journal_row(row, i,
+                !to_download[i] ? ""
+                : footprint     ? "; downloaded, then removed"
+                                : "; downloaded, kept");
     for (const auto& f : {entry_file, result_file, progress_file}) fs::remove(f);
-    if (o.progress)
-      o.progress(cat("[", i + 1, "/", n, "] ", e.id, "  ", row.status,
-                     row.status == "pass" ? "" : " (" + row.stage + ": " + row.error_type + ")",
-                     "  ", static_cast<int>(row.total_seconds * 1000), " ms"));
+    // Removed once its row is journaled: a sweep killed before this keeps the model, which
+    // the next run then finds in the cache.
+    if (footprint) {
+      footprint->remove_added();
+      ++res.removed;
+    }
   }
   res.dataset_files = write_dataset(res.rows, o.out / "dataset");
   return res;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lab/catalog.h"
+#include "lab/download.h"
 #include "lab/protocol.h"
 #include "lab/row.h"
 
@@ -33,6 +34,9 @@ struct SweepOptions {
   // Where entries without a path are looked up (the Hugging Face hub cache layout). Entries
   // found nowhere are not run (they stay untested) and are listed in SweepResult.
   std::optional<std::filesystem::path> hf_hub;
+  // Set: ranked entries that hf_hub lacks are pulled into it when they fit the budget, run,
+  // and removed after their run unless kept (lab/download.h); unset: they stay untested.
+  std::optional<DownloadOptions> download;
   std::function<void(const std::string&)> progress;  // one line per finished model
 };
 
@@ -40,6 +44,8 @@ struct SweepResult {
   std::vector<LabRow> rows;  // every row of the journal, resumed ones included
   int ran = 0, resumed = 0;
   std::vector<std::string> not_available;  // ids not found on this machine (untested)
+  int downloaded = 0, removed = 0;         // models pulled by --download, and removed again
+  int64_t downloaded_bytes = 0;
   std::vector<std::filesystem::path> dataset_files;
 };
 

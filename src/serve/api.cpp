@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/version.h"
 #include "lab/report.h"
+#include "models/registry.h"
 
 namespace lathe {
 
@@ -142,7 +144,13 @@ LabRow slim(const LabRow& r) {
   s.error_message = r.error_message.substr(0, kBriefMessageChars);
   s.lathe_version = r.lathe_version;
   s.transformers_version = r.transformers_version;
+  s.source = r.source;
   return s;
+}
+
+// Whether this lathe implements an architecture (`lathe architectures`), as the report asks.
+bool implemented(const std::string& architecture) {
+  return find_architecture(architecture) != nullptr;
 }
 
 Json brief(const LabRow& r) {
@@ -168,15 +176,20 @@ Json brief(const LabRow& r) {
           {"tested", true}};
 }
 
-// One line of the table: a row, or a ranked model without one.
+// One line of the table: a row, or a ranked model without one. A ranked model without a row
+// whose architecture (the ranking's) lathe does not implement is `unsupported` without being
+// run; any other is `untested`.
 struct Item {
   const LabRow* row = nullptr;
   const CatalogEntry* entry = nullptr;
   int64_t rank = 0;
   const std::string& id() const { return row ? row->model_id : entry->id; }
+  bool unimplemented() const {
+    return !row && !entry->architecture.empty() && !implemented(entry->architecture);
+  }
   const std::string& status() const {
-    static const std::string untested = "untested";
-    return row ? row->status : untested;
+    static const std::string untested = "untested", unsupported = "unsupported";
+    return row ? row->status : unimplemented() ? unsupported : untested;
   }
   const std::string& architecture() const { return row ? row->architecture : entry->architecture; }
   int64_t parameters() const { return row ? row->parameters : 0; }
@@ -186,6 +199,18 @@ Json item_json(const Item& it, const std::string& task) {
   Json j;
   if (it.row) {
     j = brief(*it.row);
+  } else if (it.unimplemented()) {
+    j = {{"model_id", it.entry->id},
+         {"revision", it.entry->revision},
+         {"task", task},
+         {"architecture", it.entry->architecture},
+         {"status", "unsupported"},
+         {"stage", "inspect"},
+         {"error_type", "unsupported_architecture"},
+         {"error_message",
+          cat("architecture ", it.entry->architecture,
+              " (the ranking's) is not implemented by lathe ", kLatheVersion, ": not run")},
+         {"tested", false}};
   } else {
     j = {{"model_id", it.entry->id},
          {"revision", it.entry->revision},
@@ -472,6 +497,40 @@ Json api_summary(const Snapshot& snap, const ApiParams& p) {
   return j;
 }
 
+Json api_coverage(const Snapshot& snap, const ApiParams& p) {
+  const Selection sel = read_selection(snap, p);
+  const auto answer = cached_answer(
+      snap, "coverage\n" + sel.task + '\n' + sel.lathe + '\n' + sel.transformers, [&] {
+        std::vector<LabRow> rows, fixtures;
+        for (const LabRow* r : *select_latest(snap, sel)) {
+          rows.push_back(slim(*r));
+          if (r->source == "tiny") fixtures.push_back(rows.back());
+        }
+        // The same figures as `lathe lab report`: one function computes both.
+        Json rankings = Json::array();
+        for (const auto& [key, ranking] : snap.rankings) {
+          const std::string& view = key.second;
+          const bool ranked = std::find(std::begin(kRankedViews), std::end(kRankedViews), view) !=
+                              std::end(kRankedViews);
+          if (ranked && (sel.task.empty() || key.first == sel.task))
+            rankings.push_back(ranking_coverage_json(ranking, rows, implemented));
+        }
+        const auto own = [](const std::vector<LabRow>& rs) {
+          Json c = report_json(rs)["coverage"];
+          c["rows"] = rs.size();
+          c["percent"] =
+              share_percent(c["passing"].get<int64_t>(), c["architectures"].get<int64_t>());
+          return c;
+        };
+        return Json{{"rankings", rankings}, {"rows", own(rows)}, {"fixtures", own(fixtures)}};
+      });
+  Json j = *answer;
+  j["task"] = sel.task.empty() ? "any" : sel.task;
+  j["lathe"] = sel.lathe;
+  j["transformers"] = sel.transformers.empty() ? "any" : sel.transformers;
+  return j;
+}
+
 Json api_diff(const Snapshot& snap, const ApiParams& p) {
   const Selection a = read_selection(snap, p, "a_"), b = read_selection(snap, p, "b_");
   const int64_t offset = int_param(p, "offset", 0, 0, int64_t{1} << 40);
@@ -510,8 +569,9 @@ Json api_answer(const Snapshot& snap, const std::string& endpoint, const ApiPara
   if (endpoint == "rows") return api_rows(snap, params);
   if (endpoint == "row") return api_row(snap, params);
   if (endpoint == "summary") return api_summary(snap, params);
+  if (endpoint == "coverage") return api_coverage(snap, params);
   if (endpoint == "diff") return api_diff(snap, params);
-  throw ApiError(404, "no such endpoint; see /api/versions, rows, row, summary, diff");
+  throw ApiError(404, "no such endpoint; see /api/versions, rows, row, summary, coverage, diff");
 }
 
 }  // namespace lathe

@@ -15,66 +15,24 @@
 #include <set>
 #include <thread>
 
+#include "support/fake_hub.h"
 #include "support/run.h"
 #include "support/skip.h"
-
-extern char** environ;
 
 namespace lathe {
 namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
+using testing::FakeHub;
 using testing::read_file;
 using testing::run_shell;
 using testing::ScratchDir;
+using testing::spawn;
+using testing::wait_for;
 using testing::write_file;
 
 constexpr const char* kCommit = "0123456789abcdef0123456789abcdef01234567";
 constexpr const char* kFixture = "llama_tied_gqa";
-
-// Starts `command` through /bin/sh (exec'd, so the process id is the command's own).
-pid_t spawn(const std::string& command) {
-  std::vector<std::string> args = {"/bin/sh", "-c", "exec " + command};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv.data(), environ) != 0) return -1;
-  return pid;
-}
-
-bool wait_for(const std::function<bool()>& ready, int seconds = 60) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (!ready()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
-// One fake_hub.py process on `host`, serving the repositories of `repos`.
-class FakeHub {
- public:
-  FakeHub(const fs::path& dir, const fs::path& repos, const std::string& host) : port_file_(dir) {
-    pid_ = spawn(std::string(LATHE_PYTHON) + " " + LATHE_SOURCE_DIR + "/tests/lab/fake_hub.py " +
-                 dir.string() + " --repos " + repos.string() + " --host " + host);
-    if (pid_ > 0 && wait_for([&] { return fs::exists(dir); }))
-      url_ = "http://" + host + ":" + read_file(dir);
-  }
-  ~FakeHub() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  const std::string& url() const { return url_; }
-  std::string requests() const { return read_file(fs::path(port_file_.string() + ".requests")); }
-
- private:
-  fs::path port_file_;
-  pid_t pid_ = -1;
-  std::string url_;
-};
 
 // A scratch cache, a repository folder holding a tiny checkpoint (plus files lathe must not
 // take), and a fake Hub serving it as org/tiny.

@@ -18,10 +18,11 @@ faults between runs):
 
   {"repos": {"org/name": {"dir": FOLDER, "commit": HEX40, "refs": {"main": HEX40},
                           "gated": [TOKEN, ...], "cdn": "http://127.0.0.2:PORT"}},
-   "faults": {FILE or "api": {"status": 503, "error_code": "...", "cut": true, "once": true,
+   "faults": {FILE, ORG/NAME/FILE or "api": {"status": 503, "error_code": "...", "cut": true, "once": true,
                               "corrupt": true, "delay": SECONDS_PER_4KIB, "ignore_range": true}}}
 
-Files ending in .safetensors or .bin are LFS files (blob id: their sha256); others are plain
+A fault named ORG/NAME/FILE applies to that repository's FILE alone, one named FILE to
+every repository's. Files ending in .safetensors or .bin are LFS files (blob id: their sha256); others are plain
 git blobs (blob id: git's sha1). "gated" lists the tokens that accepted the licence: no
 Authorization gives 401, another token 403. Faults: "status" answers it; "cut" sends half the
 body after a full Content-Length and closes (with "once", only the first time); "corrupt"
@@ -160,7 +161,7 @@ class Handler(BaseHTTPRequestHandler):
             repo = spec["repos"].get(parts[1] + "/" + parts[2])
             if repo is None:
                 return self.error(404, "RepoNotFound")
-            return self.send_file(spec, repo, "/".join(parts[4:]))
+            return self.send_file(spec, parts[1] + "/" + parts[2], repo, "/".join(parts[4:]))
         self.error(404)
 
     def listing(self, url, pad):
@@ -203,13 +204,14 @@ class Handler(BaseHTTPRequestHandler):
         if repo.get("cdn") and is_lfs(name):
             target = "%s/cdn/%s/%s/%s" % (repo["cdn"], rid, commit, urllib.parse.quote(name))
             return self.answer(302, b"", [("Location", target)])
-        self.send_file(spec, repo, name)
+        self.send_file(spec, rid, repo, name)
 
-    def send_file(self, spec, repo, name):
+    def send_file(self, spec, rid, repo, name):
         full = os.path.join(repo["dir"], name)
         if name not in repo_files(repo):
             return self.error(404, "EntryNotFound")
-        f = self.fault(spec, name) or {}
+        own = rid + "/" + name
+        f = self.fault(spec, own if own in spec.get("faults", {}) else name) or {}
         if "status" in f:
             return self.error(f["status"], f.get("error_code"))
         with open(full, "rb") as fh:

@@ -135,6 +135,64 @@ class ExplorerApi(unittest.TestCase):
         self.assertNotEqual(d["regressions"][0]["b"]["status"], "pass")
         self.assertEqual(len(self.api("/api/diff?a_lathe=0.0.9&b_lathe=0.1.0&limit=1")["fixes"]), 1)
 
+    def test_coverage_of_the_rankings(self):
+        # Counted as `lathe lab report` counts it: the ranking's architecture field, rows of
+        # the chosen versions.
+        c = self.api("/api/coverage?task=image-text-to-text&lathe=0.1.0")
+        self.assertEqual(len(c["rankings"]), 1, c["rankings"])
+        r = c["rankings"][0]
+        self.assertEqual((r["task"], r["view"], r["models"]), ("image-text-to-text", "selected", 3))
+        self.assertEqual((r["models_implemented"], r["models_pass"]), (1, 0))
+        self.assertEqual((r["architectures"], r["architectures_implemented"]), (2, 1))
+        self.assertEqual(r["percent"], {"models_implemented": "33.3%", "models_pass": "0.0%",
+                                        "architectures_implemented": "50.0%",
+                                        "architectures_pass": "0.0%"})
+        self.assertEqual(r["unimplemented"], [{"architecture": fx.UNIMPLEMENTED_ARCH, "models": 2}])
+        t = self.api("/api/coverage?lathe=0.1.0")  # text-generation by default
+        by_view = {r["view"]: r for r in t["rankings"]}
+        self.assertEqual(set(by_view), {"selected", "trending"})
+        self.assertEqual(by_view["trending"]["models_implemented"], 4)
+        self.assertGreaterEqual(by_view["trending"]["models_pass"], 1)  # the swept fixture
+        self.assertEqual(by_view["selected"]["percent"]["models_pass"], "0.0%")
+        # Fixture coverage: the tiny fixtures' rows alone, apart from all the rows.
+        self.assertGreater(t["fixtures"]["rows"], 0)
+        self.assertLess(t["fixtures"]["rows"], t["rows"]["rows"])
+        self.assertEqual(self.api("/api/coverage?task=any&lathe=0.1.0")["task"], "any")
+        self.assertEqual(len(self.api("/api/coverage?task=any")["rankings"]), 3)
+
+    def test_unimplemented_ranked_models_are_unsupported_without_a_row(self):
+        r = self.api("/api/rows?task=image-text-to-text&view=selected")
+        by_id = {i["model_id"]: i for i in r["items"]}
+        for m in fx.UNSUPPORTED_IDS:
+            self.assertEqual(by_id[m]["status"], "unsupported")
+            self.assertFalse(by_id[m]["tested"])
+            self.assertEqual(by_id[m]["error_type"], "unsupported_architecture")
+            self.assertIn(fx.UNIMPLEMENTED_ARCH, by_id[m]["error_message"])
+        self.assertEqual(by_id[fx.VISION_ID]["status"], "untested")
+        self.assertEqual((r["counts"]["unsupported"], r["counts"]["untested"]), (2, 1))
+        only = self.api("/api/rows?task=image-text-to-text&view=selected&status=unsupported")
+        self.assertEqual(sorted(i["model_id"] for i in only["items"]), fx.UNSUPPORTED_IDS)
+
+    def test_coverage_equals_the_report(self):
+        # Over the same rows (the sweep alone) and ranking files, the explorer's figures are
+        # the report's.
+        sweep = os.path.join(self.data, "sweep")
+        one = fx.Server(ARGS.lathe, sweep, self.catalog)
+        try:
+            _, api = one.json("/api/coverage?task=any")
+        finally:
+            one.stop()
+        out = subprocess.run([ARGS.lathe, "lab", "report", "--json", "--catalog", self.catalog,
+                              sweep], capture_output=True, text=True, check=True).stdout
+        report = json.loads(out)
+        key = lambda r: (r["task"], r["view"])  # noqa: E731
+        self.assertEqual(len(report["rankings"]), 3)
+        self.assertEqual(sorted(api["rankings"], key=key), sorted(report["rankings"], key=key))
+        # Every row of the sweep is a tiny fixture's: its fixture coverage is the report's.
+        for k in ("architectures", "passing"):
+            self.assertEqual(api["fixtures"][k], report["coverage"][k], k)
+        self.assertEqual(api["fixtures"]["rows"], report["rows"])
+
     def test_page_and_headers(self):
         code, headers, body = self.server.get("/")
         self.assertEqual(code, 200)

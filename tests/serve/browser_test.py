@@ -643,6 +643,51 @@ def coverage_shares(p):
     assert all("% pass" in c for c in counts), counts
 
 
+def ranking_coverage(p, server, artifacts, contrast):
+    """18: the coverage view leads with each ranking's figures (implemented and verified pass,
+    of its models and of its architectures) exactly as /api/coverage gives them, then the
+    architectures lathe lacks by use; the rows' own figure follows, labelled fixture coverage.
+    A ranked model of an unimplemented architecture lists as unsupported, without a row."""
+    d = p.d
+    d.get(p.url + "#tab=coverage&task=image-text-to-text")
+    p.wait(lambda: d.find_elements(By.CSS_SELECTOR, "#ranking-coverage-body tr"), "the ranking table")
+    p.quiet("the ranking table")
+    _, cov = server.json("/api/coverage?task=image-text-to-text&lathe=0.1.0")
+    cells = d.execute_script(
+        "return [...document.querySelectorAll('#ranking-coverage-body tr')]"
+        ".map((tr) => [...tr.children].map((c) => c.textContent))")
+    want = [[f"{r['task']} / Selected", r["snapshot"], str(r["models"]),
+             r["percent"]["models_implemented"], r["percent"]["models_pass"],
+             str(r["architectures"]), r["percent"]["architectures_implemented"],
+             r["percent"]["architectures_pass"]] for r in cov["rankings"]]
+    assert cells == want, f"ranking table {cells} is not the API's {want}"
+    assert cells[0][3:5] == ["33.3%", "0.0%"], cells
+    missing = p.text("unimplemented")
+    assert f"{fx.UNIMPLEMENTED_ARCH} (2 ranked models)" in missing, missing
+    view = p.text("coverage-view")
+    assert view.index("Coverage of the rankings") < view.index("Coverage of the rows' own"), view
+    assert p.text("fixture-line").startswith("Fixture coverage:"), p.text("fixture-line")
+    d.save_screenshot(os.path.join(artifacts, "explorer-ranking-coverage.png"))
+    contrast.audit(p, "coverage of a ranking with unimplemented architectures")
+    semantics(p, "coverage of a ranking with unimplemented architectures")
+    # The ranking's list: unimplemented architectures as unsupported, the other untested; the
+    # headline leads with the implemented share.
+    d.get(p.url + "#task=image-text-to-text&view=selected")
+    p.wait(lambda: fx.UNSUPPORTED_IDS[0] in p.model_ids(), "the image-text-to-text ranking")
+    p.quiet("the image-text-to-text ranking")
+    assert [p.badge_of(m) for m in fx.UNSUPPORTED_IDS] == ["unsupported"] * 2
+    assert p.badge_of(fx.VISION_ID) == "untested", p.badge_of(fx.VISION_ID)
+    head = p.text("headline")
+    assert "Selected: 33.3% of 3 models implemented, 0.0% verified pass" in head, head
+    assert head.index("Rankings implemented") < head.index("Rows' architectures"), head
+    d.find_element(By.XPATH, f'//button[text()="{fx.UNSUPPORTED_IDS[0]}"]').click()
+    p.wait(lambda: p.text("detail-heading") == fx.UNSUPPORTED_IDS[0], "the unsupported model's page")
+    p.wait(lambda: "not implemented" in p.text("detail-body"), "why it is not run")
+    assert p.d.execute_script("return document.querySelector('#detail-body .badge').textContent") \
+        == "unsupported"
+    print(f"ranking coverage: {cells[0]}; {missing.splitlines()[-1]}")
+
+
 def diff_one_version(p, lathe, data, catalog, artifacts):
     """16: with one version, or A the same as B, the diff says there is nothing to compare."""
     d = p.d
@@ -790,6 +835,9 @@ def run(p, server, args, data, catalog, fixture_id):
     d.save_screenshot(os.path.join(artifacts, "explorer-coverage.png"))
     contrast.audit(p, "coverage")
     semantics(p, "coverage")
+    ranking_coverage(p, server, artifacts, contrast)
+    d.get(p.url + "#tab=coverage")
+    p.settled("the coverage view again")
     d.find_element(By.ID, "tab-diff").click()
     p.wait(lambda: "regressions" in p.text("diff-line"), "the diff")
     Select(d.find_element(By.ID, "diff-a-lathe")).select_by_value("0.0.9")

@@ -5,8 +5,9 @@ make_data() fills a folder the way users will: a real sweep of the bundled tiny 
 (`lathe lab run`), synthetic rows for two lathe versions written by lathe's own Parquet writer
 (explorer_make_dataset), one of them holding HTML/script injection strings, another a local
 checkpoint's error without a run script; a trending ranking that names a model no sweep has
-run, and a selected ranking of SELECTED_UNRUN models none of which has run (as after a first
-sweep of the tiny fixtures).
+run, a selected ranking of SELECTED_UNRUN models none of which has run (as after a first
+sweep of the tiny fixtures), and an image-text-to-text ranking with an architecture lathe does
+not implement.
 """
 import argparse
 import json
@@ -23,6 +24,11 @@ EVIL_ID = "evil/" + INJECTION
 UNRUN_ID = "never/ranked-but-not-run"
 LOCAL_ERROR_ID = "my-checkpoints/broken-llama"
 SELECTED_UNRUN = 37
+# The image-text-to-text ranking: two models of an architecture lathe does not implement
+# (shown as unsupported without a row), one of an implemented one, none run.
+UNIMPLEMENTED_ARCH = "NoSuchArchForConditionalGeneration"
+UNSUPPORTED_IDS = ["exotic/vision-1", "exotic/vision-2"]
+VISION_ID = "org4/gemma-vision"
 
 
 def parse_args(extra=None):
@@ -67,6 +73,12 @@ def make_data(root, lathe, make_dataset, sweep=True, rows=60):
                             "architecture": "LlamaForCausalLM"} for i in range(SELECTED_UNRUN)]}
     with open(os.path.join(catalog, "text-generation-selected.json"), "w") as f:
         json.dump(selected, f)
+    vision = {**ranking, "task": "image-text-to-text", "view": "selected",
+              "models": [{"id": m, "rank": i + 1, "architecture": a} for i, (m, a) in enumerate(
+                  [(UNSUPPORTED_IDS[0], UNIMPLEMENTED_ARCH), (VISION_ID, "Gemma3ForConditionalGeneration"),
+                   (UNSUPPORTED_IDS[1], UNIMPLEMENTED_ARCH)])]}
+    with open(os.path.join(catalog, "image-text-to-text-selected.json"), "w") as f:
+        json.dump(vision, f)
     return data, catalog, fixture_id
 
 

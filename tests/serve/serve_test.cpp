@@ -7,6 +7,8 @@
 #include <iterator>
 
 #include "lab/dataset.h"
+#include "lab/report.h"
+#include "models/registry.h"
 #include "serve/api.h"
 #include "serve/server.h"
 #include "serve/store.h"
@@ -292,6 +294,41 @@ TEST(ServeApi, SummaryCoversTheRankings) {
   EXPECT_EQ(a["rankings"][0]["passed"], 1);  // org/llama-a fails in 0.2.0
   EXPECT_EQ(a["transformers_versions"], Json::array({"5.24.0"}));
   EXPECT_EQ(api_summary(s, {{"lathe", "0.1.0"}})["rankings"][0]["passed"], 2);
+}
+
+// /api/coverage is the report's ranking coverage over the selected rows, and fixture coverage
+// the rows of tiny fixtures alone; a ranked model of an unimplemented architecture lists as
+// unsupported without a row.
+TEST(ServeApi, CoverageIsTheReportsAndUnimplementedRankedModelsAreUnsupported) {
+  Snapshot s;
+  fill(s);
+  Catalog& c = s.rankings[{"text-generation", "trending"}];
+  c.models[0].architecture = "Qwen3ForCausalLM";
+  c.models[1].architecture = "NoSuchArchForCausalLM";
+  c.models[2].architecture = "LlamaForCausalLM";
+  s.rows[1].source = "tiny";  // org/qwen-b in 0.1.0
+  const Json cov = api_coverage(s, {{"lathe", "0.1.0"}});
+  ASSERT_EQ(cov["rankings"].size(), 1u);
+  const std::vector<LabRow> selected = {s.rows[0], s.rows[1], s.rows[2]};
+  const Json want = ranking_coverage_json(
+      c, selected, [](const std::string& a) { return find_architecture(a) != nullptr; });
+  EXPECT_EQ(cov["rankings"][0], want);
+  EXPECT_EQ(cov["rankings"][0]["percent"]["models_implemented"], "66.7%");
+  EXPECT_EQ(cov["rankings"][0]["percent"]["models_pass"], "66.7%");  // qwen-b, llama-a in 0.1.0
+  EXPECT_EQ(cov["rankings"][0]["unimplemented"][0]["architecture"], "NoSuchArchForCausalLM");
+  EXPECT_EQ(cov["rows"]["rows"], 3);
+  EXPECT_EQ(cov["fixtures"]["rows"], 1);
+  EXPECT_EQ(cov["fixtures"]["passing"], 1);
+  EXPECT_EQ(cov["fixtures"]["percent"], "100.0%");
+  EXPECT_EQ(api_coverage(s, {{"task", "image-text-to-text"}})["rankings"].size(), 0u);
+
+  const Json rows = api_rows(s, {{"view", "trending"}});
+  EXPECT_EQ(rows["items"][1]["model_id"], "org/never-run");
+  EXPECT_EQ(rows["items"][1]["status"], "unsupported");
+  EXPECT_EQ(rows["items"][1]["error_type"], "unsupported_architecture");
+  EXPECT_EQ(rows["items"][1]["tested"], false);
+  EXPECT_EQ(rows["counts"]["unsupported"], 1);
+  EXPECT_EQ(rows["counts"]["untested"], 0);
 }
 
 TEST(ServeStore, NoticesNewFiles) {
