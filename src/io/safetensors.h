@@ -60,6 +60,11 @@ class SafetensorsFile {
 struct NamedTensor {
   std::string name;
   Tensor tensor;
+  // Or, when `stored_dtype` is set, bytes of a dtype lathe does not compute in (F8_E4M3
+  // codes of an FP8 fixture), written as they are with the shape `stored_shape`.
+  std::string stored_dtype = {};
+  Shape stored_shape = {};
+  std::vector<uint8_t> stored = {};
 };
 void write_safetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});

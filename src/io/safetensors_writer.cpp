@@ -10,11 +10,13 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Name
   Json header = Json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    header[name] = {{"dtype", std::string(dtype_name(t.dtype()))},
-                    {"shape", t.shape()},
-                    {"data_offsets", {offset, offset + t.nbytes()}}};
-    offset += t.nbytes();
+  for (const NamedTensor& t : tensors) {
+    const bool raw = !t.stored_dtype.empty();
+    const uint64_t bytes = raw ? t.stored.size() : t.tensor.nbytes();
+    header[t.name] = {{"dtype", raw ? t.stored_dtype : std::string(dtype_name(t.tensor.dtype()))},
+                      {"shape", raw ? t.stored_shape : t.tensor.shape()},
+                      {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data section is 8-byte aligned
@@ -26,7 +28,12 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Name
   for (int i = 0; i < 8; ++i) le[i] = static_cast<char>(len >> (8 * i) & 0xff);
   out.write({le, 8});
   out.write(text);
-  for (const auto& [name, t] : tensors) out.write({t.data<char>(), t.nbytes()});
+  for (const NamedTensor& t : tensors) {
+    if (t.stored_dtype.empty())
+      out.write({t.tensor.data<char>(), t.tensor.nbytes()});
+    else
+      out.write({reinterpret_cast<const char*>(t.stored.data()), t.stored.size()});
+  }
   out.commit();
 }
 

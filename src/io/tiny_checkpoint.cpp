@@ -1,9 +1,12 @@
 #include "io/tiny_checkpoint.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
 #include "core/error.h"
+#include "core/fp8.h"
 #include "io/durable.h"
 #include "io/json.h"
 #include "io/safetensors.h"
@@ -25,6 +28,57 @@ uint64_t splitmix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
+}
+
+// An FP8 fixture's block size: its config.json's quantization_config weight_block_size when
+// quant_method is "fp8", else none ({0, 0}).
+std::pair<int64_t, int64_t> fp8_block(const fs::path& config_path) {
+  if (!fs::exists(config_path)) return {0, 0};
+  const Json config = read_json_file(config_path);
+  if (!config.contains("quantization_config")) return {0, 0};
+  JsonFields q(config.at("quantization_config"),
+               cat(config_path.string(), ": field \"quantization_config\""));
+  if (q.get<std::string>("quant_method") != "fp8") return {0, 0};
+  const Json& b = q.at("weight_block_size");
+  if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() || !b[1].is_number_integer() ||
+      b[0].get<int64_t>() < 1 || b[1].get<int64_t>() < 1)
+    fail(q.origin(), ": weight_block_size must be two positive integers");
+  return {b[0].get<int64_t>(), b[1].get<int64_t>()};
+}
+
+// The tensors an FP8 fixture stores quantized, as tools/reference/make_tiny.py chooses them:
+// the decoder layers' 2-D projection weights whose sides the block divides.
+bool fp8_quantized(const std::string& name, const Shape& shape, std::pair<int64_t, int64_t> block) {
+  return block.first > 0 && shape.size() == 2 && name.ends_with(".weight") &&
+         name.find(".layers.") != std::string::npos && name.find("norm") == std::string::npos &&
+         shape[0] % block.first == 0 && shape[1] % block.second == 0;
+}
+
+// Block-scaled FP8 as DeepSeek V3 publishes it (and make_tiny.py writes it): per block the
+// scale is max |w| / 448 and the codes are e4m3(w / scale); the scales are the weight's
+// "_scale_inv" (F32, [rows / block, cols / block]). Appends the codes and the scales.
+void append_fp8(const std::string& name, const std::vector<float>& w, const Shape& shape,
+                std::pair<int64_t, int64_t> block, std::vector<NamedTensor>& out) {
+  const int64_t rows = shape[0], cols = shape[1];
+  const int64_t grid_rows = rows / block.first, grid_cols = cols / block.second;
+  Tensor scales = Tensor::zeros(DType::F32, {grid_rows, grid_cols});
+  NamedTensor codes{name, Tensor(), "F8_E4M3", shape, std::vector<uint8_t>(w.size())};
+  for (int64_t br = 0; br < grid_rows; ++br)
+    for (int64_t bc = 0; bc < grid_cols; ++bc) {
+      float amax = 0;
+      for (int64_t r = br * block.first; r < (br + 1) * block.first; ++r)
+        for (int64_t c = bc * block.second; c < (bc + 1) * block.second; ++c)
+          amax = std::max(amax, std::abs(w[static_cast<size_t>(r * cols + c)]));
+      const float scale = amax / 448.0f;
+      scales.mut<float>()[br * grid_cols + bc] = scale;
+      for (int64_t r = br * block.first; r < (br + 1) * block.first; ++r)
+        for (int64_t c = bc * block.second; c < (bc + 1) * block.second; ++c) {
+          const size_t i = static_cast<size_t>(r * cols + c);
+          codes.stored[i] = f32_to_e4m3(w[i] / scale);
+        }
+    }
+  out.push_back(std::move(codes));
+  out.push_back({name + "_scale_inv", scales});
 }
 
 // Bound on a generated tensor: tiny fixtures are kilobytes; this is not a model loader.
@@ -54,6 +108,7 @@ size_t build_tiny_checkpoint(const fs::path& fixture, const fs::path& out,
   if (!list.is_array()) fail(manifest_path.string(), ": field \"tensors\" must be a list");
   if (opts.shards < 1 || opts.shards > 64) fail("shards must be between 1 and 64");
 
+  const std::pair<int64_t, int64_t> block = fp8_block(fixture / "config.json");
   std::vector<NamedTensor> tensors;
   for (size_t i = 0; i < list.size(); ++i) {
     JsonFields t(list[i], cat(manifest_path.string(), ": tensors[", i, "]"));
@@ -67,6 +122,10 @@ size_t build_tiny_checkpoint(const fs::path& fixture, const fs::path& out,
     if (n > kMaxTinyElements) fail(t.origin(), ": ", n, " elements is not a tiny tensor");
     const auto values =
         generate_weights(seed, name, n, t.get<double>("center"), t.get<double>("scale"));
+    if (fp8_quantized(name, shape, block)) {
+      append_fp8(name, values, shape, block, tensors);
+      continue;
+    }
     Tensor f = Tensor::zeros(DType::F32, shape);
     std::copy(values.begin(), values.end(), f.mut<float>());
     tensors.push_back({name, f.to(opts.dtype)});

@@ -1,6 +1,9 @@
 #include "models/weights.h"
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "models/fp8.h"
 #include "models/mxfp4.h"
 
 namespace lathe {
@@ -8,12 +11,12 @@ namespace {
 
 DType default_matrix_dtype(const Checkpoint& ckpt) {
   // The dtype most of the checkpoint's bytes are in decides; F16 computes from F32.
-  // Packed quantized data (MXFP4's U8 blocks and scales) is dequantized into the matrix dtype
-  // and does not count.
+  // Packed quantized data (MXFP4's U8 blocks and scales, FP8 codes) is dequantized into the
+  // matrix dtype and does not count.
   uint64_t bf16 = 0, other = 0;
   for (const auto& name : ckpt.tensor_names()) {
     const auto& e = ckpt.entry(name);
-    if (e.dtype_name == "U8") continue;
+    if (e.dtype_name == "U8" || e.dtype_name == "F8_E4M3") continue;
     (e.dtype_name == "BF16" ? bf16 : other) += e.end - e.begin;
   }
   return bf16 > other ? DType::BF16 : DType::F32;
@@ -32,6 +35,22 @@ Weights::Weights(const Checkpoint& ckpt, std::optional<DType> matrix_dtype)
     : ckpt_(ckpt), matrix_dtype_(matrix_dtype.value_or(default_matrix_dtype(ckpt))) {
   if (matrix_dtype_ != DType::F32 && matrix_dtype_ != DType::BF16)
     fail("weights can be computed in f32 or bf16, not ", dtype_name(matrix_dtype_));
+  // Quantized checkpoints lathe reads: block-scaled FP8 (its F8_E4M3 matrices are dequantized
+  // by matrix()) and MXFP4 (GptOss's experts, through mxfp4()). Others (GPTQ, AWQ,
+  // bitsandbytes, ...) hold tensors lathe cannot compute with: one error names the method.
+  const Json& config = ckpt_.config();
+  if (config.is_object() && config.contains("quantization_config")) {
+    const Json& q = config["quantization_config"];
+    const Json method = q.is_object() ? q.value("quant_method", Json()) : Json();
+    const std::string where = cat(ckpt_.config_path(), ": field \"quantization_config\"");
+    if (method == "fp8") {
+      if (q.contains("fmt") && q["fmt"] != "e4m3")
+        fail(where, " has fmt ", q["fmt"].dump(), "; lathe reads FP8 checkpoints in \"e4m3\"");
+    } else if (method != "mxfp4") {
+      fail(where, " has quant_method ", method.dump(),
+           "; lathe reads block-scaled \"fp8\" (E4M3) and \"mxfp4\" checkpoints");
+    }
+  }
   // Non-persistent rotary buffers that old checkpoints carry; transformers ignores them.
   ignore_if([](const std::string& n) { return n.ends_with("rotary_emb.inv_freq"); });
 }
@@ -121,7 +140,43 @@ Tensor Weights::mxfp4(const std::string& name, const Shape& shape) {
   return dequantize_mxfp4(blocks, scales, shape, matrix_dtype_);
 }
 
+Tensor Weights::fp8(const std::string& name, const Shape& shape) {
+  const std::string scale_name = name + "_scale_inv";
+  used_.insert(name);
+  used_.insert(scale_name);
+  const SafetensorsEntry& e = ckpt_.entry(name);
+  auto problem = [&](const std::string& what) {
+    problems_.push_back(cat("FP8 tensor \"", name, "\" in ", ckpt_.file_of(name), ": ", what));
+    return placeholder(name, shape, matrix_dtype_);
+  };
+  if (e.shape != shape)
+    return problem(cat("shape ", shape_str(e.shape), ", expected ", shape_str(shape)));
+  if (shape.size() < 2) return problem("not a matrix");
+  if (!ckpt_.has(scale_name)) return problem(cat("no \"", scale_name, "\" beside it"));
+  const SafetensorsEntry& s = ckpt_.entry(scale_name);
+  // The scale grid: [.., rows / block rows, cols / block cols] (or one scale for the tensor).
+  Shape grid = s.shape;
+  if (grid.empty() || (grid.size() == 1 && grid[0] == 1)) grid = Shape(shape.size(), 1);
+  const bool leading_ok =
+      grid.size() == shape.size() && std::equal(grid.begin(), grid.end() - 2, shape.begin());
+  const int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  const int64_t grid_rows = leading_ok ? grid[grid.size() - 2] : 0;
+  const int64_t grid_cols = leading_ok ? grid.back() : 0;
+  if (!leading_ok || grid_rows < 1 || grid_cols < 1 || rows % grid_rows || cols % grid_cols)
+    return problem(cat("its scale grid \"", scale_name, "\" ", shape_str(s.shape),
+                       " does not divide the weight's ", shape_str(shape), " into blocks"));
+  if (s.dtype_name != "F32" && s.dtype_name != "BF16")
+    return problem(cat("scales of dtype ", s.dtype_name, " (F32 and BF16 are read)"));
+  const Tensor scales = ckpt_.tensor(scale_name).to(DType::F32);
+  Tensor out = dequantize_fp8(ckpt_.bytes(name), shape,
+                              {scales.data<float>(), static_cast<size_t>(scales.numel())},
+                              grid_rows, grid_cols, matrix_dtype_);
+  if (!viewed_.count(name)) ckpt_.release(name);  // the codes are not needed again
+  return out;
+}
+
 Tensor Weights::matrix(const std::string& name, const Shape& shape) {
+  if (ckpt_.has(name) && ckpt_.entry(name).dtype_name == "F8_E4M3") return fp8(name, shape);
   return fetch(name, shape, matrix_dtype_);
 }
 

@@ -18,7 +18,8 @@ class Weights {
   Weights(const Checkpoint& ckpt, std::optional<DType> matrix_dtype);
 
   // A 2-D weight of a linear layer or embedding: stays mapped when already in the matrix
-  // dtype, else converted once here.
+  // dtype, else converted once here. Stored as F8_E4M3 (a block-scaled FP8 checkpoint), it is
+  // dequantized here with its `<name>_scale_inv` (models/fp8.h).
   Tensor matrix(const std::string& name, const Shape& shape);
   // A norm weight or bias, always F32 (small; converted when stored otherwise).
   Tensor vector(const std::string& name, const Shape& shape);
@@ -39,6 +40,7 @@ class Weights {
 
  private:
   Tensor fetch(const std::string& name, const Shape& shape, DType want);
+  Tensor fp8(const std::string& name, const Shape& shape);
   // Zeros standing in for a missing or misshapen tensor, so finish() can report every problem
   // at once; throws when the stand-ins would outgrow the checkpoint itself.
   Tensor placeholder(const std::string& name, const Shape& shape, DType want);

@@ -106,6 +106,68 @@ def load_published(cls, config: dict, tensors: dict):
     return model
 
 
+def fp8_block(config: dict):
+    """The spec config's FP8 block (rows, cols) when its quantization_config is quant_method
+    "fp8" (a block-scaled FP8 checkpoint, as DeepSeek V3 publishes), else None."""
+    q = config.get("quantization_config") or {}
+    return tuple(q["weight_block_size"]) if q.get("quant_method") == "fp8" else None
+
+
+def fp8_quantized(name: str, t: torch.Tensor, block) -> bool:
+    """The tensors an FP8 fixture stores quantized (lathe's tiny_checkpoint.cpp chooses the
+    same): the decoder layers' 2-D projection weights whose sides the block divides."""
+    return (t.dim() == 2 and name.endswith(".weight") and ".layers." in name and "norm" not in name
+            and t.shape[0] % block[0] == 0 and t.shape[1] % block[1] == 0)
+
+
+def fp8_checkpoint(state: dict, block) -> dict:
+    """`state` as a block-scaled FP8 checkpoint, by the format's definition: per block of
+    block[0] x block[1] weights, scale = max |w| / 448 (E4M3's largest value), codes
+    e4m3(w / scale), and the scales stored as the weight's "_scale_inv"."""
+    out = {}
+    for name, t in state.items():
+        if not fp8_quantized(name, t, block):
+            out[name] = t
+            continue
+        rows, cols = t.shape
+        blocks = t.reshape(rows // block[0], block[0], cols // block[1], block[1])
+        scale = blocks.abs().amax(dim=(1, 3)) / 448.0
+        out[name] = (blocks / scale[:, None, :, None]).to(torch.float8_e4m3fn).reshape(rows, cols)
+        out[name + "_scale_inv"] = scale
+    return out
+
+
+def load_fp8(config: dict, state: dict, block):
+    """The model transformers loads from the FP8 checkpoint of `state`: on a CPU its FP8
+    quantizer dequantizes the weights (Fp8Dequantize) into the f32 model. Returns it and the
+    sha256 of the checkpoint's FP8 codes and scales (which lathe's regenerated fixture must
+    reproduce byte for byte)."""
+    import hashlib
+
+    from safetensors.torch import save_file as save_torch
+
+    quantized = fp8_checkpoint(state, block)
+    digest = hashlib.sha256()
+    for name in sorted(quantized):
+        if name.endswith("_scale_inv"):
+            weight = name[: -len("_scale_inv")]
+            digest.update(quantized[weight].view(torch.uint8).numpy().tobytes())
+            digest.update(quantized[name].numpy().tobytes())
+    with tempfile.TemporaryDirectory() as tmp:
+        (pathlib.Path(tmp) / "config.json").write_text(json.dumps(config))
+        save_torch({n: t.contiguous() for n, t in quantized.items()},
+                   str(pathlib.Path(tmp) / "model.safetensors"), metadata={"format": "pt"})
+        model = CLASS.from_pretrained(tmp, dtype=torch.float32, **attn_kwargs())
+    model.eval()
+    # What it loaded is each block's codes times its scale, in f32.
+    for name, t in model.state_dict().items():
+        if name + "_scale_inv" in quantized:
+            codes, scale = quantized[name].float(), quantized[name + "_scale_inv"]
+            expect = codes * scale.repeat_interleave(block[0], 0).repeat_interleave(block[1], 1)
+            assert torch.equal(t, expect), name
+    return model, digest.hexdigest(), {n for n in quantized if n + "_scale_inv" in quantized}
+
+
 def runnable(model):
     """What runs on text: the model, or its submodule the spec's "run_module" names, where the
     wrapper's own forward fails though it only calls that module on text
@@ -259,6 +321,9 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         model.tie_weights()
         assert torch.equal(model.lm_head.weight, model.get_input_embeddings().weight)
         assert torch.equal(model.lm_head.weight, new_state[embed_name])
+    fp8_digest, fp8_names = None, set()
+    if fp8_block(config):
+        model, fp8_digest, fp8_names = load_fp8(config, model.state_dict(), fp8_block(config))
     (out / "weights.json").write_text(
         json.dumps({"seed": seed, "generator": "splitmix64-fnv1a-v1", "tensors": entries}, indent=1)
         + "\n")
@@ -303,7 +368,10 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     # computes from a bf16 (f16) checkpoint, so those runs are held to f32 tolerances.
     rounded = {}
     for tag, dtype in (("bf16", torch.bfloat16), ("f16", torch.float16)):
-        state = {n: t.to(dtype).float() for n, t in model.state_dict().items()}
+        # An FP8 checkpoint's other tensors in f16 compute in f32, its dequantized matrices
+        # included (in bf16 they are rounded to bf16 like the rest).
+        state = {n: t if tag == "f16" and n in fp8_names else t.to(dtype).float()
+                 for n, t in model.state_dict().items()}
         tensors[f"logits_{tag}"], tag_routes = teacher_forced_logits(hf_config, state, tf_ids)
         if tag_routes:
             tensors[f"route_ids_{tag}"] = torch.stack([r[1] for r in tag_routes]).numpy()
@@ -335,6 +403,8 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     }
     if routes:
         golden["route_names"] = [r[0] for r in routes]
+    if fp8_digest:
+        golden["fp8_sha256"] = fp8_digest
     (out / "goldens.json").write_text(json.dumps(golden, indent=1) + "\n")
     return {"name": name, "min_greedy_margin": min(margins), "tokens": len(new_tokens),
             "min_tf_margin": min(tf_margins)}
