@@ -204,11 +204,7 @@ class Gemma3nModel : public GraphModel {
       : cfg_(std::move(cfg)) {
     for (const RopeConfig& r : cfg_.ropes) ropes_.emplace_back(r);
     Weights w(ckpt, opts.dtype);
-    w.ignore_if([&](const std::string& name) {
-      for (const std::string& ignored : cfg_.ignored_prefixes)
-        if (name.starts_with(ignored)) return true;
-      return false;
-    });
+    const int64_t skipped = w.ignore_prefixes(cfg_.ignored_prefixes);
     const int64_t h = cfg_.hidden_size, n_layers = cfg_.num_layers, s = cfg_.streams;
     const std::string& m = cfg_.prefix;
     embed_ = w.matrix(m + "embed_tokens.weight", {cfg_.vocab_size, h});
@@ -272,10 +268,6 @@ class Gemma3nModel : public GraphModel {
     info_.max_position_embeddings = cfg_.max_position_embeddings;
     info_.weight_dtype = w.matrix_dtype();
     if (!cfg_.ignored_prefixes.empty()) {
-      int64_t skipped = 0;
-      for (const std::string& name : ckpt.tensor_names())
-        for (const std::string& ignored : cfg_.ignored_prefixes)
-          skipped += name.starts_with(ignored);
       info_.runs = cat("the text model (", m,
                        ") and the hard-token embedders of the vision and audio vocabularies; not "
                        "loaded: ",

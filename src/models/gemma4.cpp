@@ -241,11 +241,7 @@ class Gemma4Model : public GraphModel {
       : cfg_(std::move(cfg)) {
     for (const RopeConfig& r : cfg_.ropes) ropes_.emplace_back(r);
     Weights w(ckpt, opts.dtype);
-    w.ignore_if([&](const std::string& name) {
-      for (const std::string& ignored : cfg_.ignored_prefixes)
-        if (name.starts_with(ignored)) return true;
-      return false;
-    });
+    const int64_t skipped = w.ignore_prefixes(cfg_.ignored_prefixes);
     const int64_t h = cfg_.hidden_size, n_layers = cfg_.num_layers, pl = cfg_.per_layer_dim;
     const std::string& m = cfg_.prefix;
     embed_ = w.matrix(m + "embed_tokens.weight", {cfg_.vocab_size, h});
@@ -292,10 +288,6 @@ class Gemma4Model : public GraphModel {
     info_.max_position_embeddings = cfg_.max_position_embeddings;
     info_.weight_dtype = w.matrix_dtype();
     if (!cfg_.ignored_prefixes.empty()) {
-      int64_t skipped = 0;
-      for (const std::string& name : ckpt.tensor_names())
-        for (const std::string& ignored : cfg_.ignored_prefixes)
-          skipped += name.starts_with(ignored);
       info_.runs = cat("the text model (", m, "); not loaded: ", skipped,
                        " vision and audio tensors (model.vision_tower., model.embed_vision., "
                        "model.audio_tower., model.embed_audio.)");

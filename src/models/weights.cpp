@@ -60,6 +60,19 @@ void Weights::ignore_if(const std::function<bool(const std::string&)>& pred) {
     if (pred(name)) used_.insert(name);
 }
 
+int64_t Weights::ignore_prefixes(const std::vector<std::string>& prefixes) {
+  int64_t count = 0;
+  ignore_if([&](const std::string& name) {
+    for (const std::string& prefix : prefixes)
+      if (name.starts_with(prefix)) {
+        ++count;
+        return true;
+      }
+    return false;
+  });
+  return count;
+}
+
 Tensor Weights::fetch(const std::string& name, const Shape& shape, DType want) {
   used_.insert(name);
   if (!ckpt_.has(name)) {

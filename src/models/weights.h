@@ -31,6 +31,9 @@ class Weights {
   // Marks a tensor the reference implementation also ignores (e.g. a tied lm_head copy).
   void ignore(const std::string& name) { used_.insert(name); }
   void ignore_if(const std::function<bool(const std::string&)>& pred);
+  // Marks every tensor under one of `prefixes` (a multimodal checkpoint's vision and audio
+  // towers); returns how many.
+  int64_t ignore_prefixes(const std::vector<std::string>& prefixes);
 
   // Throws lathe::Error listing every missing or misshapen tensor and every tensor of the
   // checkpoint that the model did not use.
