@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/quant.h"
 
 namespace lathe {
 
@@ -16,6 +17,10 @@ DTypeTraits dtype_traits(DType t) {
       return {1, 2};
     case DType::I32:
       return {1, 4};
+    case DType::Q8_0:
+      return {32, 34};
+    case DType::Q4_0:
+      return {32, 18};
   }
   return {};
 }
@@ -44,6 +49,10 @@ std::string_view dtype_name(DType t) {
       return "F16";
     case DType::I32:
       return "I32";
+    case DType::Q8_0:
+      return "Q8_0";
+    case DType::Q4_0:
+      return "Q4_0";
   }
   return "?";
 }
@@ -116,6 +125,9 @@ void convert_to_f32(DType from, const void* src, float* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
       return;
     }
+    case DType::Q8_0:
+    case DType::Q4_0:
+      return dequantize(from, src, dst, static_cast<int64_t>(n));
   }
 }
 
@@ -136,6 +148,11 @@ void convert_from_f32(DType to, const float* src, void* dst, size_t n) {
     }
     case DType::I32:
       fail("internal: cannot convert f32 to I32 storage");
+    case DType::Q8_0:
+    case DType::Q4_0: {
+      // Groups are independent: n values of whole rows quantize as one long row.
+      return quantize_rows(to, src, dst, 1, static_cast<int64_t>(n));
+    }
   }
 }
 

@@ -10,11 +10,12 @@
 
 namespace lathe {
 
-// Storage types. Compute accumulates in f32 whatever the storage.
-enum class DType : uint8_t { F32, BF16, F16, I32 };
+// Storage types. Compute accumulates in f32 whatever the storage. Q8_0 and Q4_0 are
+// block-quantized matrices made at load (core/quant.h has their layout).
+enum class DType : uint8_t { F32, BF16, F16, I32, Q8_0, Q4_0 };
 
 // What storage a dtype takes: elements come in blocks of `block_size` (1 for the plain types;
-// block-quantized types to come pack a block's values and scales into `block_bytes`).
+// block-quantized types pack a block's values and scale into `block_bytes`).
 struct DTypeTraits {
   int64_t block_size = 1;
   size_t block_bytes = 0;
@@ -42,7 +43,8 @@ inline float bf16_to_f32(uint16_t h) {
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 
-// Converts `n` elements of type `from` at `src` to f32 at `dst`.
+// Converts `n` elements of type `from` at `src` to f32 at `dst` (for the quantized types, n
+// whole groups of core/quant.h).
 void convert_to_f32(DType from, const void* src, float* dst, size_t n);
 // Converts `n` f32 values to `to` (F32, BF16 or F16).
 void convert_from_f32(DType to, const float* src, void* dst, size_t n);

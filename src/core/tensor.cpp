@@ -66,6 +66,7 @@ template float* Tensor::mut<float>();
 template uint16_t* Tensor::mut<uint16_t>();
 template int32_t* Tensor::mut<int32_t>();
 template void* Tensor::mut<void>();
+template uint8_t* Tensor::mut<uint8_t>();
 
 size_t Tensor::nbytes() const {
   if (shape_.empty()) return row_bytes(dtype_, 1);
