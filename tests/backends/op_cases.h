@@ -1,5 +1,6 @@
 // The op bench's cases, which op_test.cpp runs on every backend: the shared pieces, and the
-// cases of Gemma3n's ops kept in op_cases_rowwise.cpp.
+// cases of Gemma3n's ops kept in op_cases_rowwise.cpp, and of quantized weights in
+// op_cases_quant.cpp.
 #pragma once
 
 #include <functional>
@@ -29,5 +30,7 @@ void elementwise(std::vector<Case>& out, graph::Op op, const std::string& name,
 // Embeddings of out-of-table ids, row statistics, broadcasting arithmetic and per-token
 // matmuls (Gemma3n's AltUp, activation sparsity and embedders).
 void rowwise_cases(std::vector<Case>& out);
+// Block-quantized weights (op_cases_quant.cpp).
+void quant_cases(std::vector<Case>& out);
 
 }  // namespace lathe::optest

@@ -892,6 +892,7 @@ const std::vector<Case>& all_cases() {
     recurrent_cases(c);
     ssd_cases(c);
     rowwise_cases(c);
+    quant_cases(c);
     return c;
   }();
   return cases;

@@ -210,7 +210,7 @@ void ssd(const NodeArgs& a, bool reference) {
 
 // Per head h: rows x[:, h, :] times w[h]^T, gathered into the workspace and scattered back.
 size_t head_linear_floats(int64_t n, int64_t k, int64_t m, DType w_dtype, bool reference) {
-  const size_t scratch = reference ? 0 : cpu::matmul_scratch_bytes(w_dtype, n, k);
+  const size_t scratch = cpu::matmul_scratch_bytes(w_dtype, n, k, reference);
   return static_cast<size_t>(n * (k + m)) + (scratch + sizeof(float) - 1) / sizeof(float);
 }
 
@@ -257,10 +257,10 @@ class CpuBackend : public Backend {
   size_t workspace_floats(const graph::Graph& g, const graph::Node& node, int threads,
                           int64_t max_context) const override {
     if (node.op == Op::Linear) {
-      if (reference_) return 0;
       const graph::Node& w = g.at(node.inputs[1]);
       const int64_t k = w.shape[1], m = shape_numel(node.shape) / w.shape[0];
-      return (cpu::matmul_scratch_bytes(w.dtype, m, k) + sizeof(float) - 1) / sizeof(float);
+      return (cpu::matmul_scratch_bytes(w.dtype, m, k, reference_) + sizeof(float) - 1) /
+             sizeof(float);
     }
     if (node.op == Op::Route)
       return cpu::route_workspace_floats(g.at(node.inputs[0]).shape[1], node.params.top_k,
@@ -269,8 +269,8 @@ class CpuBackend : public Backend {
       const graph::Node& up = g.at(node.inputs[3]);
       return cpu::experts_workspace_floats(
           node.shape[0], node.shape[1], up.shape[0], node.params.top_k,
-          static_cast<int64_t>(node.inputs.size() - 2) / graph::kExpertInputs,
-          reference_ ? DType::F32 : up.dtype);
+          static_cast<int64_t>(node.inputs.size() - 2) / graph::kExpertInputs, up.dtype,
+          reference_);
     }
     if (node.op == Op::HeadLinear) {
       const graph::Node& w = g.at(node.inputs[1]);
@@ -301,7 +301,7 @@ class CpuBackend : public Backend {
         const Tensor& table = *a.inputs[0];
         const Tensor& ids = *a.inputs[1];
         const int64_t vocab = table.dim(0), dim = table.dim(1);
-        const size_t row_bytes = static_cast<size_t>(dim) * dtype_size(table.dtype());
+        const size_t row_bytes = lathe::row_bytes(table.dtype(), dim);
         for (int64_t i = 0; i < ids.numel(); ++i) {
           const int64_t id = int64_t{ids.data<int32_t>()[i]} + n.params.id_offset;
           float* row = a.out.mut<float>() + i * dim;
@@ -332,7 +332,7 @@ class CpuBackend : public Backend {
         const int64_t k = w.dim(1), rows = w.dim(0), m = x->numel() / k;
         if (reference_)
           cpu::matmul_reference(x->data<float>(), w.data<void>(), w.dtype(), f32(a.inputs[2]),
-                                a.out.mut<float>(), m, rows, k);
+                                a.out.mut<float>(), m, rows, k, a.workspace);
         else
           cpu::matmul_fast(x->data<float>(), w.data<void>(), w.dtype(), f32(a.inputs[2]),
                            a.out.mut<float>(), m, rows, k, a.workspace, a.pool);

@@ -14,15 +14,36 @@
 
 namespace lathe::cpu {
 
-// y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]); w is F32 or BF16, x, y and bias are F32.
+// y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]); w is F32, BF16 or block-quantized (Q8_0, Q4_0:
+// then `scratch` holds matmul_scratch_bytes for the activations' quantization, as
+// quant_kernels.h defines the product), x, y and bias are F32.
 void matmul_reference(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
-                      int64_t m, int64_t n, int64_t k);
+                      int64_t m, int64_t n, int64_t k, void* scratch = nullptr);
 // The fast kernel of cpu::active_isa() (isa.h). With BF16 weights on Avx512Bf16 the
 // activations are rounded to bf16 first (into `scratch`, matmul_scratch_bytes big), as
 // llama.cpp and torch's bf16 paths do; every other level computes with f32 activations.
 size_t matmul_scratch_bytes(DType w_dtype, int64_t m, int64_t k);
+// The scratch a matmul of these weights needs from the reference kernel (only quantized
+// weights need any) or from the fast one.
+inline size_t matmul_scratch_bytes(DType w_dtype, int64_t m, int64_t k, bool reference) {
+  return reference && w_dtype != DType::Q8_0 && w_dtype != DType::Q4_0
+             ? 0
+             : matmul_scratch_bytes(w_dtype, m, k);
+}
 void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
                  int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool);
+
+// Block-quantized weights (quant_matmul.cpp): the fast kernel that serves them, chosen by
+// active_isa() and, on AVX-512, the CPU's VNNI (vpdpbusd); AVX-512 without VNNI takes AVX2's.
+enum class QuantKernel { Portable, Avx2, Avx512Vnni };
+QuantKernel quant_kernel();
+const char* quant_kernel_name(QuantKernel k);
+size_t qmatmul_scratch_bytes(int64_t m, int64_t k);
+void qmatmul_reference(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
+                       int64_t m, int64_t n, int64_t k, void* scratch);
+void qmatmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
+                  int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool,
+                  QuantKernel kernel);
 
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * (weight + offset), for `rows` rows of `n`.
 void rms_norm(const float* x, const float* weight, float offset, float eps, float* y, int64_t rows,

@@ -5,6 +5,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/isa_kernels.h"
 #include "backends/cpu/kernels.h"
+#include "core/quant.h"
 
 namespace lathe::cpu {
 namespace {
@@ -113,7 +114,8 @@ void gemm_on(Isa isa, const float* x, const W* w, const float* bias, float* y, i
 }  // namespace
 
 void matmul_reference(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
-                      int64_t m, int64_t n, int64_t k) {
+                      int64_t m, int64_t n, int64_t k, void* scratch) {
+  if (is_quantized(w_dtype)) return qmatmul_reference(x, w, w_dtype, bias, y, m, n, k, scratch);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       float s = 0.0f;
@@ -124,11 +126,14 @@ void matmul_reference(const float* x, const void* w, DType w_dtype, const float*
 }
 
 size_t matmul_scratch_bytes(DType w_dtype, int64_t m, int64_t k) {
+  if (is_quantized(w_dtype)) return qmatmul_scratch_bytes(m, k);
   return w_dtype == DType::BF16 ? static_cast<size_t>(m * k) * sizeof(uint16_t) : 0;
 }
 
 void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
                  int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool) {
+  if (is_quantized(w_dtype))
+    return qmatmul_fast(x, w, w_dtype, bias, y, m, n, k, scratch, pool, quant_kernel());
   const Isa isa = active_isa();
   if (w_dtype == DType::BF16) {
     const auto* wb = static_cast<const uint16_t*>(w);

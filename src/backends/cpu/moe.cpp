@@ -223,7 +223,7 @@ size_t slot_floats(int64_t tokens, int64_t dim, int64_t inter, int64_t k) {
   return static_cast<size_t>(tokens * k * dim + 2 * tokens * dim + 2 * tokens * inter);
 }
 
-ExpertsWorkspace carve(const ExpertsArgs& a, DType w_dtype) {
+ExpertsWorkspace carve(const ExpertsArgs& a, DType w_dtype, bool reference) {
   ExpertsWorkspace w;
   w.slots = a.workspace;
   w.x = w.slots + a.tokens * a.k * a.dim;
@@ -232,7 +232,8 @@ ExpertsWorkspace carve(const ExpertsArgs& a, DType w_dtype) {
   w.down = w.up + a.tokens * a.inter;
   float* end = w.down + a.tokens * a.dim;
   w.scratch = end;
-  const size_t scratch = matmul_scratch_bytes(w_dtype, a.tokens, std::max(a.dim, a.inter));
+  const size_t scratch =
+      matmul_scratch_bytes(w_dtype, a.tokens, std::max(a.dim, a.inter), reference);
   w.count = reinterpret_cast<int32_t*>(end + (scratch + sizeof(float) - 1) / sizeof(float));
   w.order = w.count + a.experts + 1;
   w.next = w.order + a.tokens * a.k;
@@ -257,17 +258,15 @@ void clamped_swiglu(const float* gate, const float* up, float* y, int64_t n, flo
 }
 
 size_t experts_workspace_floats(int64_t tokens, int64_t dim, int64_t inter, int64_t k,
-                                int64_t experts, DType w_dtype) {
-  const size_t scratch = matmul_scratch_bytes(w_dtype, tokens, std::max(dim, inter));
+                                int64_t experts, DType w_dtype, bool reference) {
+  const size_t scratch = matmul_scratch_bytes(w_dtype, tokens, std::max(dim, inter), reference);
   return slot_floats(tokens, dim, inter, k) + (scratch + sizeof(float) - 1) / sizeof(float) +
          static_cast<size_t>(experts + 1 + tokens * k + experts);
 }
 
 void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
   const int64_t n = a.tokens, k = a.k, d = a.dim, inter = a.inter;
-  // As experts_workspace_floats was asked (the reference kernels need no matmul scratch).
-  const DType w_dtype = reference ? DType::F32 : a.weights[1]->dtype();
-  ExpertsWorkspace ws = carve(a, w_dtype);
+  ExpertsWorkspace ws = carve(a, a.weights[1]->dtype(), reference);
   const float* weights = a.route;
   const float* ids = a.route + n * k;
   // Slots (token, j) grouped by expert, tokens in order within each (a counting sort).
@@ -284,7 +283,8 @@ void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
     ws.order[ws.next[static_cast<int64_t>(ids[s])]++] = static_cast<int32_t>(s);
   auto linear = [&](const float* x, const Tensor& w, const Tensor* bias, float* y, int64_t m) {
     if (reference)
-      matmul_reference(x, w.data<void>(), w.dtype(), bias_of(bias), y, m, w.dim(0), w.dim(1));
+      matmul_reference(x, w.data<void>(), w.dtype(), bias_of(bias), y, m, w.dim(0), w.dim(1),
+                       ws.scratch);
     else
       matmul_fast(x, w.data<void>(), w.dtype(), bias_of(bias), y, m, w.dim(0), w.dim(1), ws.scratch,
                   pool);

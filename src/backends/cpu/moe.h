@@ -48,7 +48,7 @@ struct ExpertsArgs {
 void clamped_swiglu(const float* gate, const float* up, float* y, int64_t n, float limit,
                     float alpha);
 size_t experts_workspace_floats(int64_t tokens, int64_t dim, int64_t inter, int64_t k,
-                                int64_t experts, DType w_dtype);
+                                int64_t experts, DType w_dtype, bool reference);
 // Groups the tokens by expert, runs each expert on its own tokens only (an expert no token
 // chose is never read), and sums each token's k weighted outputs in the route's order, as
 // transformers' grouped_mm experts do (with scale_inputs, the outputs of the weighted inputs).

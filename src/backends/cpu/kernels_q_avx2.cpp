@@ -1,0 +1,93 @@
+// The block-quantized matmul (quant_kernels.h) with AVX2 (and F16C for the scales), for CPUs
+// without AVX-512 VNNI. vpmaddubsw multiplies unsigned by signed bytes into pairs of 16-bit
+// sums and vpmaddwd adds the pairs, so each 32-bit lane holds 4 products, exactly: Q4_0's
+// codes (0..15) are unsigned as stored, and the lane starts from -8 * its activation codes;
+// Q8_0's codes are taken back to signed and multiplied as |w| by x with w's sign, which keeps
+// every pair within 16 bits (127 * 127 * 2).
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/quant_kernels.h"
+
+namespace lathe::cpu::avx2 {
+namespace {
+
+inline float hsum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+// Block h (0 or 1) of a group: its scale in every lane and its 32 codes as stored (Q8_0:
+// offset binary; Q4_0: the nibbles as unsigned bytes).
+template <bool Q4>
+inline __m256i block_codes(const uint8_t* grp, int h) {
+  if constexpr (Q4) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp + 4));
+    const __m256i nibble = _mm256_set1_epi8(0x0f);
+    return h == 0 ? _mm256_and_si256(b, nibble) : _mm256_and_si256(_mm256_srli_epi16(b, 4), nibble);
+  } else {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp + 4 + 32 * h));
+  }
+}
+inline __m256 block_scale(const uint8_t* grp, int h) {
+  uint16_t d;
+  std::memcpy(&d, grp + 2 * h, 2);
+  return _mm256_set1_ps(_cvtsh_ss(d));
+}
+
+template <bool Q4, int MR, int NR>
+void tile(const QuantActs& x, int64_t i0, const uint8_t* w, size_t ldw, float* y, int64_t ldy) {
+  constexpr size_t kGroupBytes = Q4 ? 36 : 68;
+  const int64_t k = x.k;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < k / 64; ++g) {
+    for (int h = 0; h < 2; ++h) {
+      __m256i wv[NR], wa[NR];
+      __m256 ws[NR];
+      for (int j = 0; j < NR; ++j) {
+        const uint8_t* grp =
+            w + static_cast<size_t>(j) * ldw + static_cast<size_t>(g) * kGroupBytes;
+        ws[j] = block_scale(grp, h);
+        wv[j] = block_codes<Q4>(grp, h);
+        if constexpr (!Q4) {
+          wv[j] = _mm256_xor_si256(wv[j], _mm256_set1_epi8(static_cast<char>(0x80)));  // signed
+          wa[j] = _mm256_abs_epi8(wv[j]);
+        }
+      }
+      for (int i = 0; i < MR; ++i) {
+        const int64_t r = i0 + i, off = g * 64 + 32 * h, lane = g * 16 + 8 * h;
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + r * k + off));
+        const __m256 xd = _mm256_loadu_ps(x.d + r * (k / 4) + lane);
+        for (int j = 0; j < NR; ++j) {
+          __m256i s;
+          if constexpr (Q4) {
+            const __m256i xi =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.init + r * (k / 4) + lane));
+            s = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wv[j], xv), ones), xi);
+          } else {
+            s = _mm256_madd_epi16(_mm256_maddubs_epi16(wa[j], _mm256_sign_epi8(xv, wv[j])), ones);
+          }
+          acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(ws[j], xd), acc[i][j]);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) y[i * ldy + j] = hsum(acc[i][j]);
+}
+
+// 2 x 2 tiles of activation by weight rows (16 registers), 4 weight rows for one activation row.
+constexpr int kTileRows = 2, kTileCols = 2, kRowCols = 4;
+
+}  // namespace
+
+#include "backends/cpu/quant_tiles.inc"
+
+}  // namespace lathe::cpu::avx2
