@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/isa.h"
+#include "backends/cpu/kernels.h"
 #include "cli/commands.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -48,9 +49,10 @@ reading the weights from disk (as llama-bench's warm-up); --warmup 0 times a col
 The prompt is --prompt-tokens token ids (1 + 7919 i) mod vocab_size, so no tokenizer is needed;
 decoding is greedy and ignores end-of-sequence tokens, so every run makes --new-tokens tokens.
 --json prints one object with these fields, the per-run figures ("runs") and the setting:
-model_dir, architecture, dtype, threads, max_seq, reference_kernels, eager, cpu, cpu_kernels
-(the kernel level: portable, avx2, avx512 or avx512bf16, or reference), lathe_version,
-lathe_commit.
+model_dir, architecture, dtype, quantize (q8_0, q4_0 or null) and quantized_matrices, threads,
+max_seq, reference_kernels, eager, cpu, cpu_kernels (the kernel level: portable, avx2, avx512 or
+avx512bf16, or reference), quant_kernels (with --quantize: portable, avx2 or avx512vnni),
+lathe_version, lathe_commit.
 )";
 
 // The timings of one generate() call.
@@ -198,6 +200,11 @@ int cmd_bench(int argc, char** argv) {
     return v;
   };
   const std::string dtype = lower(dtype_name(info.weight_dtype));
+  // --quantize: the matrices' type and how many, and the quantized kernel serving them.
+  const OrderedJson quantize =
+      info.quantized ? OrderedJson(lower(dtype_name(*info.quantized))) : OrderedJson(nullptr);
+  const std::string quant_kernels =
+      rt->ctx.reference_kernels ? "reference" : cpu::quant_kernel_name(cpu::quant_kernel());
   const std::string cpu = cpu_model_name();
   const std::string kernels =
       rt->ctx.reference_kernels ? "reference" : cpu::isa_name(cpu::active_isa());
@@ -215,12 +222,15 @@ int cmd_bench(int argc, char** argv) {
         {"model_dir", dir},
         {"architecture", info.architecture},
         {"dtype", dtype},
+        {"quantize", quantize},
+        {"quantized_matrices", info.quantized_matrices},
         {"threads", rt->pool->size()},
         {"max_seq", rt->max_seq},
         {"reference_kernels", rt->ctx.reference_kernels},
         {"eager", rt->ctx.eager},
         {"cpu", cpu},
         {"cpu_kernels", kernels},
+        {"quant_kernels", info.quantized ? OrderedJson(quant_kernels) : OrderedJson(nullptr)},
         {"lathe_version", kLatheVersion},
         {"lathe_commit", kLatheCommit},
         {"prompt_tokens", prompt_tokens},
@@ -240,9 +250,14 @@ int cmd_bench(int argc, char** argv) {
     return 0;
   }
   std::cout << "lathe bench " << dir << "\n"
-            << "  " << info.architecture << ", " << dtype << " weights, " << rt->pool->size()
-            << (rt->pool->size() == 1 ? " thread" : " threads") << ", KV cache of " << rt->max_seq
-            << " positions" << (rt->ctx.reference_kernels ? ", reference kernels" : "")
+            << "  " << info.architecture << ", " << dtype << " weights"
+            << (info.quantized
+                    ? cat(" (", info.quantized_matrices, " matrices quantized to ",
+                          lower(dtype_name(*info.quantized)), ", ", quant_kernels, " kernels)")
+                    : std::string())
+            << ", " << rt->pool->size() << (rt->pool->size() == 1 ? " thread" : " threads")
+            << ", KV cache of " << rt->max_seq << " positions"
+            << (rt->ctx.reference_kernels ? ", reference kernels" : "")
             << (rt->ctx.eager ? ", eager" : "") << "\n"
             << "  " << cpu << ", " << kernels << " kernels; lathe " << kLatheVersion << " ("
             << kLatheCommit << ")\n"

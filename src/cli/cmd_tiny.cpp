@@ -1,5 +1,6 @@
 // lathe tiny build FIXTURE OUT     regenerate a tiny checkpoint from its fixture
 // lathe tiny check [--fixtures DIR] run fixtures against their transformers goldens
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -20,8 +21,9 @@ goldens transformers made for them (tests/fixtures/tiny, docs/testing.md).
 
 subcommands:
   build FIXTURE OUT    write the checkpoint of one fixture to the folder OUT
-  check [--fixtures DIR] [--storage f32|bf16]
+  check [--fixtures DIR] [--storage f32|bf16] [--quantize q8_0|q4_0]
                        build every fixture, run it and compare with its goldens
+                       (quantized: logits held to that type's tolerance, tokens shown)
 )";
 
 DType parse_storage(const std::string& s) {
@@ -71,16 +73,18 @@ int tiny_check(int argc, char** argv) {
   if (fixtures.empty())
     fail(root.string(), ": no tiny fixtures in this folder (folders with goldens.json)");
   const DType storage = parse_storage(args.get_or("storage", "f32"));
+  const std::optional<DType> quantize = quantize_option(args);
   const bool bf16_activations = storage == DType::BF16 && cpu::active_isa() == cpu::Isa::Avx512Bf16;
   const int threads = static_cast<int>(args.get_int("threads", 2, 1, 1024));
   ThreadPool pool(threads);
   Context ctx{&pool, args.flag("reference-kernels"), args.flag("eager")};
   const fs::path work = fs::temp_directory_path() / cat("lathe-tiny-", ::getpid());
-  int failures = 0;
+  int failures = 0, unquantized = 0;
   std::printf("%-30s %-22s %10s %9s %7s  %s\n", "fixture", "architecture", "logit NMSE", "top-1",
               "tokens", "verdict");
   for (const auto& f : fixtures) {
-    const GoldenCheck r = check_golden_fixture(f, work / f.filename(), {storage, 1}, storage, ctx);
+    const GoldenCheck r = check_golden_fixture(f, work / f.filename(), {storage, 1},
+                                               {.dtype = storage, .quantize = quantize}, ctx);
     // bf16 storage: against transformers on the same rounded weights where the goldens have
     // them (f32 tolerance, the same tokens), else the rounding drift against f32 transformers.
     // On the opt-in avx512bf16 level bf16 activations meet bf16 weights: that is not the
@@ -91,10 +95,16 @@ int tiny_check(int argc, char** argv) {
     const auto& reference = r.rounded ? r.rounded->greedy_reference : r.greedy_reference;
     // (Mixtures of experts under bf16 activations: routes flip at near-ties, so their logits
     // are held to top-1 agreement only.)
+    // Quantized matrices: the logits within the type's tolerance of transformers' f32 ones
+    // (mixtures of experts, whose quantized router inputs flip routes: finite logits); greedy
+    // tokens may part where quantization moves a near-tie (shown, not required).
     const bool pass =
-        exact ? logits.nmse <= kF32Nmse && r.route_mismatches == 0 && !mismatch
-              : (r.route_choices > 0 ? logits.top1_agreement >= 0.9 : logits.nmse <= kBf16Nmse);
+        quantize ? (r.route_choices > 0 ? std::isfinite(logits.nmse)
+                                        : logits.nmse <= quantized_nmse(*quantize))
+        : exact  ? logits.nmse <= kF32Nmse && r.route_mismatches == 0 && !mismatch
+                 : (r.route_choices > 0 ? logits.top1_agreement >= 0.9 : logits.nmse <= kBf16Nmse);
     failures += !pass;
+    unquantized += quantize && r.quantized_matrices == 0;
     std::printf(
         "%-28s %-20s %10.2e %8.1f%% %7s  %s\n", r.name.c_str(), r.architecture.c_str(), logits.nmse,
         100 * logits.top1_agreement,
@@ -105,8 +115,14 @@ int tiny_check(int argc, char** argv) {
   fs::remove_all(work);
   std::printf(
       "%zu fixtures, %d failed (tolerance NMSE %.0e, %s weights%s)\n", fixtures.size(), failures,
-      bf16_activations ? kBf16Nmse : kF32Nmse, std::string(dtype_name(storage)).c_str(),
-      storage == DType::F32 ? ""
+      quantize           ? quantized_nmse(*quantize)
+      : bf16_activations ? kBf16Nmse
+                         : kF32Nmse,
+      std::string(dtype_name(storage)).c_str(),
+      quantize ? cat(", matrices quantized to ", dtype_name(*quantize), " at load (", unquantized,
+                     " fixtures had none to quantize)")
+                     .c_str()
+      : storage == DType::F32 ? ""
       : bf16_activations
           ? ", bf16 activations (avx512bf16): the rounding drift against the rounded weights"
           : ", against transformers on the same rounded weights");

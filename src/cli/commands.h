@@ -44,6 +44,8 @@ struct Runtime {
   Context ctx;
   int64_t max_seq = 0;
 };
+// --quantize's type (Q8_0, Q4_0), if given; a UsageError for another value.
+std::optional<DType> quantize_option(const Args& args);
 // Loads MODEL_DIR with --dtype, --threads, --max-seq and --reference-kernels from `args`.
 std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args);
 

@@ -7,6 +7,7 @@
 #include "backends/cpu/isa.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/quant.h"
 #include "io/json.h"
 #include "models/registry.h"
 
@@ -15,11 +16,21 @@ namespace lathe {
 std::vector<OptionSpec> runtime_options() {
   return {
       {"dtype", "f32|bf16", "weight storage for compute (default: the checkpoint's; f16 -> f32)"},
+      {"quantize", "q8_0|q4_0",
+       "quantize the matrices at load into 8- or 4-bit blocks (docs/performance.md)"},
       {"threads", "N", "worker threads (default: all cores)"},
       {"max-seq", "N", "KV cache positions (default: min(max_position_embeddings, 4096))"},
       {"reference-kernels", "", "use the portable reference kernels (slow; for checking)"},
       {"eager", "", "run each graph node as it is built, unplanned (debugging; same numbers)"},
   };
+}
+
+std::optional<DType> quantize_option(const Args& args) {
+  const auto q = args.get("quantize");
+  if (!q) return std::nullopt;
+  const std::optional<DType> type = quant_type_from_name(*q);
+  if (!type) throw UsageError(cat("--quantize must be q8_0 or q4_0, got \"", *q, "\""));
+  return type;
 }
 
 std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args) {
@@ -34,6 +45,7 @@ std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args) 
     else
       throw UsageError(cat("--dtype must be f32 or bf16, got \"", *d, "\""));
   }
+  opts.quantize = quantize_option(args);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = static_cast<int>(args.get_int("threads", cores, 1, 1024));
   rt->checkpoint = Checkpoint::open(dir);

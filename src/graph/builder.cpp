@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/quant.h"
 
 namespace lathe::graph {
 
@@ -70,14 +71,21 @@ Value Builder::embedding(Value table, Value ids, int64_t id_offset, IdRange rang
   return add_node(std::move(n));
 }
 
-Value Builder::linear(Value x, Value w, Value bias) {
+Value Builder::quantized(Value w) {
+  if (!quantizer_ || !w.valid() || node(w).op != Op::Weight) return w;
+  const Tensor& t = node(w).constant;
+  return quantizer_->applies(t) ? weight(quantizer_->get(t)) : w;
+}
+
+Value Builder::linear(Value x, Value w, Value bias, Quantize quantize) {
   expect_f32(x, "linear", "input");
   expect(w, "linear", "weight");
+  if (quantize == Quantize::Allowed) w = quantized(w);
   const Node& wn = node(w);
   if (wn.shape.size() != 2 || dim(x, -1) != wn.shape[1])
     fail("internal: linear: input ", shape_str(shape(x)), " does not match weight ",
          shape_str(wn.shape));
-  if (wn.dtype != DType::F32 && wn.dtype != DType::BF16)
+  if (wn.dtype != DType::F32 && wn.dtype != DType::BF16 && !is_quantized(wn.dtype))
     fail("internal: linear: weight dtype ", dtype_name(wn.dtype), " has no kernel");
   if (bias.valid()) {
     expect_f32(bias, "linear", "bias");
@@ -435,8 +443,14 @@ Value Builder::route(Value logits, const RouteParams& p, Value bias, Value exper
   return add_node(std::move(n));
 }
 
-Value Builder::experts(Value x, Value route, const std::vector<Expert>& experts, Activation act,
+Value Builder::experts(Value x, Value route, const std::vector<Expert>& given, Activation act,
                        ExpertGluParams glu, bool scale_inputs) {
+  std::vector<Expert> experts = given;
+  for (Expert& e : experts) {
+    e.gate = quantized(e.gate);
+    e.up = quantized(e.up);
+    e.down = quantized(e.down);
+  }
   expect_f32(x, "experts", "input");
   expect_f32(route, "experts", "route");
   if (shape(x).size() != 2 || node(route).op != Op::Route || dim(route, 1) != dim(x, 0))
@@ -465,7 +479,8 @@ Value Builder::experts(Value x, Value route, const std::vector<Expert>& experts,
       fail("internal: experts: expert ", (n.inputs.size() - 2) / kExpertInputs, " up ",
            shape_str(up), " down ", shape_str(down), " for input ", shape_str(shape(x)));
     for (Value w : {e.gate, e.up, e.down})
-      if (w.valid() && node(w).dtype != DType::F32 && node(w).dtype != DType::BF16)
+      if (w.valid() && node(w).dtype != DType::F32 && node(w).dtype != DType::BF16 &&
+          !is_quantized(node(w).dtype))
         fail("internal: experts: weight dtype ", dtype_name(node(w).dtype), " has no kernel");
     if (e.gate.valid() != experts.front().gate.valid())
       fail("internal: experts: every expert is gated, or none");

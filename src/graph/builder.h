@@ -10,8 +10,14 @@
 #include <string>
 
 #include "graph/graph.h"
+#include "graph/quantize.h"
 
 namespace lathe::graph {
+
+// Whether a Linear may take a quantized copy of its weight (when the builder has a quantizer).
+// Routers never do: a rounded router logit changes which experts run, and llama.cpp's and
+// transformers' quantizers keep them in full precision too.
+enum class Quantize { Allowed, Never };
 
 // How an Experts node joins gate and up (graph::ExpertGlu); limit and alpha for ClampedSwiglu.
 struct ExpertGluParams {
@@ -28,6 +34,8 @@ class Builder {
       : on_node_(std::move(on_node)), on_name_(std::move(on_name)) {}
 
   Graph& graph() { return g_; }
+  // Linear and Experts weights are then replaced by the quantizer's copies (--quantize).
+  void set_quantizer(WeightQuantizer* q) { quantizer_ = q; }
   const Node& node(Value v) const { return g_.at(v); }
   const Shape& shape(Value v) const { return g_.at(v).shape; }
   int64_t dim(Value v, int i) const;
@@ -44,7 +52,7 @@ class Builder {
 
   // Rows of table at ids + id_offset; an id outside the table fails, or reads as `range` says.
   Value embedding(Value table, Value ids, int64_t id_offset = 0, IdRange range = IdRange::Fail);
-  Value linear(Value x, Value w, Value bias = {});
+  Value linear(Value x, Value w, Value bias = {}, Quantize quantize = Quantize::Allowed);
   // Weight holds n values, or g * n that successive rows cycle through (MambaRMSNormGated's
   // per-group norm over x [tokens, groups, group_size] with one weight [groups * group_size]).
   Value rms_norm(Value x, Value weight, float eps, float offset = 0);
@@ -155,9 +163,12 @@ class Builder {
   void expect_f32(Value v, const char* op, const char* arg) const;
   void expect_same_shape(Value a, Value b, const char* op) const;
   Value unary(Op op, Value x, Params p);
+  // w, or a Weight node of its quantized copy when the quantizer takes it.
+  Value quantized(Value w);
 
   Graph g_;
   OnNode on_node_, on_name_;
+  WeightQuantizer* quantizer_ = nullptr;
 };
 
 }  // namespace lathe::graph

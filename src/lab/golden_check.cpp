@@ -114,7 +114,7 @@ void compare_routes(const Json& names, const SafetensorsFile& ref, const std::st
 }  // namespace
 
 GoldenCheck check_golden_fixture(const fs::path& fixture, const fs::path& work_dir,
-                                 const TinyBuildOptions& build, std::optional<DType> dtype,
+                                 const TinyBuildOptions& build, const ModelOptions& options,
                                  Context& ctx, const std::function<void(const fs::path&)>& edit,
                                  const std::function<void(KVCache&)>& edit_cache) {
   const Json golden = read_json_file(fixture / "goldens.json");
@@ -132,7 +132,8 @@ GoldenCheck check_golden_fixture(const fs::path& fixture, const fs::path& work_d
   build_tiny_checkpoint(fixture, work_dir, build);
   if (edit) edit(work_dir);
   const Checkpoint ckpt = Checkpoint::open(work_dir);
-  auto model = load_model(ckpt, {.dtype = dtype});
+  auto model = load_model(ckpt, options);
+  r.quantized_matrices = model->info().quantized_matrices;
   const SafetensorsFile ref = SafetensorsFile::open(fixture / "goldens.safetensors");
 
   // Teacher-forced logits and named intermediates over the whole sequence.

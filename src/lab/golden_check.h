@@ -51,15 +51,18 @@ struct GoldenCheck {
   int64_t route_mismatches = 0;
   std::optional<std::string> first_route_mismatch;  // "layer.1.route, token 5: [3, 1] for [1, 3]"
   double route_weight_max_error = 0;
+  // With ModelOptions::quantize: how many matrices were quantized at load.
+  int64_t quantized_matrices = 0;
 };
 
-// Builds the fixture's checkpoint in `work_dir` with `build` options, runs it and compares.
+// Builds the fixture's checkpoint in `work_dir` with `build` options, loads it with `model`
+// options, runs it and compares.
 // The fault-injection seams of the must-fail tests: `edit`, when given, is called with
 // work_dir once the checkpoint is written (a perturbed weight, an edited config.json);
 // `edit_cache` with the decode check's cache after the prompt (a simulated cache bug).
 GoldenCheck check_golden_fixture(const std::filesystem::path& fixture,
                                  const std::filesystem::path& work_dir,
-                                 const TinyBuildOptions& build, std::optional<DType> dtype,
+                                 const TinyBuildOptions& build, const ModelOptions& model,
                                  Context& ctx,
                                  const std::function<void(const std::filesystem::path&)>& edit = {},
                                  const std::function<void(KVCache&)>& edit_cache = {});

@@ -6,8 +6,8 @@
 
 namespace lathe::blocks {
 
-Value linear(Builder& g, Value x, const Tensor& w, const Tensor& bias) {
-  return g.linear(x, g.weight(w), g.weight(bias));
+Value linear(Builder& g, Value x, const Tensor& w, const Tensor& bias, graph::Quantize quantize) {
+  return g.linear(x, g.weight(w), g.weight(bias), quantize);
 }
 
 Value rms_norm(Builder& g, Value x, const Tensor& weight, float eps, float offset) {

@@ -15,7 +15,8 @@ using graph::Builder;
 using graph::Value;
 
 // x . w^T (+ bias), with an undefined bias meaning none.
-Value linear(Builder& g, Value x, const Tensor& w, const Tensor& bias = {});
+Value linear(Builder& g, Value x, const Tensor& w, const Tensor& bias = {},
+             graph::Quantize quantize = graph::Quantize::Allowed);
 // RMSNorm with its weight scaled by (weight + offset) (offset 1: GemmaRMSNorm).
 Value rms_norm(Builder& g, Value x, const Tensor& weight, float eps, float offset = 0);
 // torch.nn.LayerNorm with these parameters (either may be undefined).

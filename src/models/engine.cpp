@@ -63,8 +63,19 @@ StepInputs step_inputs(graph::Builder& b, int64_t n, int64_t r) {
 
 }  // namespace
 
+void GraphModel::quantize_weights(DType type) {
+  quantizer_ = std::make_unique<graph::WeightQuantizer>(type);
+  graph::Builder b;
+  b.set_quantizer(quantizer_.get());
+  b.output(build(b, step_inputs(b, 1, 1)));
+  info_.quantized = type;
+  info_.quantized_matrices = quantizer_->stats().matrices;
+  info_.quantized_bytes = quantizer_->stats().quantized_bytes;
+}
+
 graph::Graph Engine::build_graph(int64_t n, int64_t r) const {
   graph::Builder b;
+  b.set_quantizer(model_.quantizer());
   b.output(model_.build(b, step_inputs(b, n, r)));
   return std::move(b.graph());
 }
@@ -132,6 +143,7 @@ const Tensor& Engine::step(std::span<const int32_t> tokens, std::span<const int3
   if (ctx_.eager) {
     graph::EagerRunner runner(cpu_backend(ctx_.reference_kernels), *ctx_.pool, data, trace);
     graph::Builder b(runner.hook(), runner.name_hook());
+    b.set_quantizer(model_.quantizer());
     eager_logits_ = runner.value(model_.build(b, step_inputs(b, n, r)));
     last_plan_ = nullptr;
     result = &eager_logits_;

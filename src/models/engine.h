@@ -37,10 +37,19 @@ class GraphModel : public Model {
   KVCache new_cache(int64_t max_seq, int64_t max_step_tokens) const;
   static constexpr int64_t kDefaultMaxStepTokens = 256;
 
+  // Quantizes the model's Linear and Experts matrices to `type` (Q8_0, Q4_0) now, at load, by
+  // building the graph of a one-token step once through a quantizer the model then keeps:
+  // every later step graph takes the same quantized copies.
+  void quantize_weights(DType type);
+  graph::WeightQuantizer* quantizer() const { return quantizer_.get(); }
+
   // The one-sequence step, run through an Engine (prompts longer than the cache allows in one
   // step are split).
   Tensor forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache, bool all_logits,
                  const Trace* trace = nullptr) const override;
+
+ private:
+  std::unique_ptr<graph::WeightQuantizer> quantizer_;
 };
 
 class Engine {

@@ -351,7 +351,7 @@ class Gemma4Model : public GraphModel {
         g.scale(norm(g, x, l.router_scale),
                 static_cast<float>(std::pow(static_cast<double>(cfg_.hidden_size), -0.5)));
     const graph::Value route =
-        g.name(g.route(blocks::linear(g, r, l.moe.router),
+        g.name(g.route(blocks::linear(g, r, l.moe.router, {}, graph::Quantize::Never),
                        {.routing = s.routing, .top_k = s.top_k, .norm_topk = true}, {},
                        g.weight(l.per_expert_scale)),
                p + "route");

@@ -21,7 +21,10 @@ namespace lathe {
 struct ModelOptions {
   // Storage type of the large weight matrices: F32 or BF16. Unset: the checkpoint's own
   // (F16 checkpoints compute from F32). Norms, biases and activations are always F32.
-  std::optional<DType> dtype;
+  std::optional<DType> dtype = std::nullopt;
+  // Q8_0 or Q4_0: every Linear and expert matrix whose rows are whole groups of 64 is
+  // quantized once at load (core/quant.h, graph/quantize.h); the rest keep `dtype`.
+  std::optional<DType> quantize = std::nullopt;
 };
 
 // Called with every named intermediate ("embed", "layer.3.q", "layer.3.out", "final_norm")
@@ -38,6 +41,10 @@ struct ModelInfo {
   int64_t head_dim = 0;
   int64_t max_position_embeddings = 0;
   DType weight_dtype = DType::F32;
+  // Q8_0 or Q4_0 when the matrices were quantized at load (ModelOptions::quantize).
+  std::optional<DType> quantized;
+  int64_t quantized_matrices = 0;  // those quantized; the others keep weight_dtype
+  uint64_t quantized_bytes = 0;    // their bytes once quantized
   // When a decode step would take a sequence from this many positions to one more, the whole
   // sequence is run again from an empty cache instead (generate.h: rebuilds_cache). Phi-3
   // with longrope sets it to original_max_position_embeddings, as transformers'

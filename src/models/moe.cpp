@@ -117,7 +117,7 @@ std::vector<bool> read_sparse_layers(const JsonFields& f, int64_t num_layers, in
 namespace blocks {
 
 Value moe(Builder& g, Value x, const MoeWeights& w, const MoeSpec& s, const std::string& prefix) {
-  Value logits = linear(g, x, w.router, w.router_bias);
+  Value logits = linear(g, x, w.router, w.router_bias, graph::Quantize::Never);
   Value route = g.name(g.route(logits,
                                {.routing = s.routing,
                                 .top_k = s.top_k,

@@ -1,6 +1,7 @@
 #include "models/registry.h"
 
 #include "core/error.h"
+#include "models/engine.h"
 
 namespace lathe {
 
@@ -314,7 +315,13 @@ std::unique_ptr<Model> load_model(const Checkpoint& ckpt, const ModelOptions& op
     fail(ckpt.config_path(), ": field \"architectures\" names ", arch,
          ", which lathe does not support (supported: ", known, ")");
   }
-  return e->load(ckpt, opts);
+  std::unique_ptr<Model> model = e->load(ckpt, opts);
+  if (opts.quantize) {
+    auto* graph_model = dynamic_cast<GraphModel*>(model.get());
+    if (!graph_model) fail("internal: ", arch, " builds no graph to quantize");
+    graph_model->quantize_weights(*opts.quantize);
+  }
+  return model;
 }
 
 }  // namespace lathe

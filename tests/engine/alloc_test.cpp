@@ -65,15 +65,14 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept {
 namespace lathe {
 namespace {
 
-class DecodeAllocations : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
-
-TEST_P(DecodeAllocations, NoneAfterWarmUp) {
-  const auto& [name, reference] = GetParam();
+// Planned decode steps of fixture `name` after warm-up make no heap allocation.
+void expect_no_decode_allocations(const std::string& name, bool reference,
+                                  const ModelOptions& options) {
   testing::ScratchDir dir("alloc");
   build_tiny_checkpoint(std::filesystem::path(LATHE_SOURCE_DIR) / "tests/fixtures/tiny" / name,
                         dir.path(), {});
   const Checkpoint ckpt = Checkpoint::open(dir.path());
-  auto model = load_model(ckpt, {});
+  auto model = load_model(ckpt, options);
   const auto* graph = dynamic_cast<const GraphModel*>(model.get());
   ASSERT_NE(graph, nullptr);
   ThreadPool pool(2);
@@ -100,6 +99,21 @@ TEST_P(DecodeAllocations, NoneAfterWarmUp) {
   EXPECT_EQ(allocations.load(), 0);
   EXPECT_EQ(engine.plans_built(), 2);
   EXPECT_EQ(cache.length, 13);
+}
+
+class DecodeAllocations : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(DecodeAllocations, NoneAfterWarmUp) {
+  const auto& [name, reference] = GetParam();
+  expect_no_decode_allocations(name, reference, {});
+}
+
+// Quantized matrices (--quantize): the activations' quantization takes the plan's workspace.
+TEST(QuantizedDecodeAllocations, NoneAfterWarmUp) {
+  for (DType type : {DType::Q8_0, DType::Q4_0})
+    for (bool reference : {false, true})
+      for (const char* name : {"llama_tied_gqa", "qwen3_moe_headdim_mlp_only"})
+        expect_no_decode_allocations(name, reference, {.quantize = type});
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/numeric.h"
+#include "core/quant.h"
 #include "generate/generate.h"
 #include "io/tiny_checkpoint.h"
 #include "models/registry.h"
@@ -35,11 +36,15 @@ struct Loaded {
   }
 };
 
+// `name` may end in @q8_0 or @q4_0: the fixture with its matrices quantized at load.
 std::unique_ptr<Loaded> load(const std::string& name, DType storage = DType::F32) {
   auto l = std::make_unique<Loaded>();
-  build_tiny_checkpoint(fixture(name), l->dir.path(), {.dtype = storage});
+  const size_t at = name.find('@');
+  build_tiny_checkpoint(fixture(name.substr(0, at)), l->dir.path(), {.dtype = storage});
   const Checkpoint ckpt = Checkpoint::open(l->dir.path());
-  l->model = load_model(ckpt, {});
+  ModelOptions options;
+  if (at != std::string::npos) options.quantize = quant_type_from_name(name.substr(at + 1));
+  l->model = load_model(ckpt, options);
   return l;
 }
 
@@ -211,6 +216,17 @@ TEST_P(EngineFixture, PromptSplitIntoStepsGivesTheSameLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Engine, EngineFixture, ::testing::ValuesIn(kFixtures),
                          [](const auto& info) { return info.param; });
+// Quantized matrices keep the same guarantees (a dense model, a mixture of experts, a sliding
+// window and a hybrid).
+INSTANTIATE_TEST_SUITE_P(EngineQuantized, EngineFixture,
+                         ::testing::Values("llama_tied_gqa@q8_0", "llama_tied_gqa@q4_0",
+                                           "qwen3_moe_headdim_mlp_only@q8_0", "mistral_window@q4_0",
+                                           "qwen3_next_moe_hybrid@q8_0"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           n[n.find('@')] = '_';
+                           return n;
+                         });
 
 // Recurrent layers carry their state from step to step: a prompt run whole, token by token or
 // in uneven pieces gives the same logits, and decoding on from each gives the same too. Their

@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
 #include "backends/cpu/isa.h"
+#include "core/error.h"
 #include "core/numeric.h"
 #include "io/json.h"
 #include "io/safetensors.h"
@@ -38,7 +40,8 @@ class Golden : public ::testing::TestWithParam<std::string> {
                   bool eager = false) {
     ThreadPool pool(2);
     Context ctx{&pool, reference, eager};
-    return check_golden_fixture(testing::fixture_dir(GetParam()), dir.path(), build, dtype, ctx);
+    return check_golden_fixture(testing::fixture_dir(GetParam()), dir.path(), build,
+                                {.dtype = dtype}, ctx);
   }
   testing::ScratchDir dir{"golden"};
 };
@@ -72,6 +75,29 @@ void expect_f32_match(const GoldenCheck& r) {
 
 TEST_P(Golden, F32MatchesTransformers) {
   expect_f32_match(run({}, DType::F32, false));
+}
+
+// --quantize: every matrix whose rows are whole groups of 64 quantized at load, on the fast
+// kernels and on the reference ones, against the f32 goldens. Quantized weights (and the
+// activations quantized to meet them) move the logits by the quantization's own error, which on
+// these small random models is large (lab/tolerances.h gives the measured ranges), so the
+// bounds catch a broken kernel or layout (NMSE near 1 or more) rather than grade the accuracy;
+// SmolLM2's test grades it on a real model. Mixtures of experts are held to finite logits only:
+// a quantized router input flips near-tied routes to other (random) experts.
+TEST_P(Golden, QuantizedStaysNearTransformers) {
+  for (DType type : {DType::Q8_0, DType::Q4_0})
+    for (bool reference : {false, true}) {
+      ThreadPool pool(2);
+      Context ctx{&pool, reference, false};
+      const GoldenCheck r = check_golden_fixture(testing::fixture_dir(GetParam()), dir.path(), {},
+                                                 {.dtype = DType::F32, .quantize = type}, ctx);
+      if (r.quantized_matrices == 0) continue;  // no matrix of whole groups: nothing to test
+      const std::string what = cat(dtype_name(type), reference ? " reference" : " fast");
+      EXPECT_TRUE(std::isfinite(r.logits.nmse)) << what;
+      if (r.route_choices > 0) continue;
+      EXPECT_LE(r.logits.nmse, quantized_nmse(type)) << what;
+      EXPECT_GT(r.logits.nmse, 1e-9) << what << ": the numbers did not move";
+    }
 }
 
 TEST_P(Golden, ReferenceKernelsMatchTransformers) {
@@ -190,7 +216,7 @@ TEST_P(FaultIsLocated, FirstDivergingNodeNamesIt) {
   Context ctx{&pool, false, false};
   auto perturb = [&](const fs::path& ckpt) { scale_checkpoint_tensor(ckpt, f.tensor, 1.01f); };
   const GoldenCheck r = check_golden_fixture(testing::fixture_dir("llama_tied_gqa"), dir.path(), {},
-                                             DType::F32, ctx, perturb);
+                                             {.dtype = DType::F32}, ctx, perturb);
   ASSERT_TRUE(r.layers.first_diverging) << "a 1% weight change went unseen";
   EXPECT_EQ(*r.layers.first_diverging, f.first_diverging);
   EXPECT_GT(r.logits.nmse, kF32Nmse);
@@ -228,7 +254,7 @@ TEST_P(ConfigFaultIsLocated, FirstDivergingNodeNamesIt) {
   Context ctx{&pool, false, false};
   auto edit = [&](const fs::path& ckpt) { edit_config_number(ckpt, f.field, f.factor, f.offset); };
   const GoldenCheck r = check_golden_fixture(testing::fixture_dir("llama_tied_gqa"), dir.path(), {},
-                                             DType::F32, ctx, edit);
+                                             {.dtype = DType::F32}, ctx, edit);
   std::printf("%s: logit NMSE %.3g, decode NMSE %.3g (tolerance %.0e)\n", f.field.c_str(),
               r.logits.nmse, r.decode.nmse, kF32Nmse);
   ASSERT_TRUE(r.layers.first_diverging) << "a wrong " << f.field << " went unseen";
@@ -254,7 +280,7 @@ TEST(CacheFault, ShiftsDecodeLogitsWithoutFlippingAToken) {
   Context ctx{&pool, false, false};
   auto bug = [](KVCache& cache) { scale_cached_values(cache, 1, 1.01f); };
   const GoldenCheck r = check_golden_fixture(testing::fixture_dir("llama_tied_gqa"), dir.path(), {},
-                                             DType::F32, ctx, {}, bug);
+                                             {.dtype = DType::F32}, ctx, {}, bug);
   std::printf("cache fault: logit NMSE %.3g, decode NMSE %.3g (tolerance %.0e)\n", r.logits.nmse,
               r.decode.nmse, kF32Nmse);
   EXPECT_LE(r.logits.nmse, kF32Nmse);

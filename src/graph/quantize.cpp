@@ -1,0 +1,70 @@
+#include "graph/quantize.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "core/error.h"
+#include "core/quant.h"
+
+namespace lathe::graph {
+namespace {
+
+// Asks the kernel to reclaim the whole pages of [p, p + n). For a private file mapping that
+// drops clean pages (a later read faults them in again from the file); anonymous memory is
+// left as it is when there is no swap. Best effort: errors are ignored.
+void page_out(const void* p, size_t n) {
+#ifdef MADV_PAGEOUT
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
+}  // namespace
+
+WeightQuantizer::WeightQuantizer(DType type) : type_(type) {
+  if (!is_quantized(type)) fail("internal: WeightQuantizer to ", dtype_name(type));
+}
+
+bool WeightQuantizer::applies(const Tensor& w) const {
+  return (w.dtype() == DType::F32 || w.dtype() == DType::BF16) && w.rank() == 2 && w.dim(1) > 0 &&
+         w.dim(1) % kQuantGroup == 0;
+}
+
+Tensor WeightQuantizer::get(const Tensor& w) {
+  const std::pair<const void*, int64_t> key{w.data<void>(), w.dim(0)};
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!applies(w)) {
+    if (kept_.emplace(key, true).second) ++stats_.kept;
+    return w;
+  }
+  if (auto it = done_.find(key); it != done_.end()) return it->second;
+  const int64_t rows = w.dim(0), k = w.dim(1);
+  Tensor q = Tensor::zeros(type_, w.shape());
+  std::vector<float> row(static_cast<size_t>(k));
+  const size_t in_row = w.nbytes() / static_cast<size_t>(rows), out_row = row_bytes(type_, k);
+  for (int64_t r = 0; r < rows; ++r) {
+    convert_to_f32(w.dtype(), w.data<uint8_t>() + static_cast<size_t>(r) * in_row, row.data(),
+                   static_cast<size_t>(k));
+    quantize_rows(type_, row.data(), q.mut<uint8_t>() + static_cast<size_t>(r) * out_row, 1, k);
+  }
+  if (!w.owned()) page_out(w.data<void>(), w.nbytes());
+  ++stats_.matrices;
+  stats_.source_bytes += w.nbytes();
+  stats_.quantized_bytes += q.nbytes();
+  done_.emplace(key, q);
+  return q;
+}
+
+WeightQuantizer::Stats WeightQuantizer::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace lathe::graph
