@@ -10,11 +10,16 @@ Peers are built and converted outside the repository, under --work:
   - llama.cpp: the copy vendored in PyPI's llama-cpp-python source package (pip download
     --no-binary), built with -DGGML_NATIVE=ON (target llama-bench); or --llama-bench PATH;
   - GGUF files: each model folder converted by that llama.cpp's convert_hf_to_gguf.py
-    (--outtype f32 / bf16), run by --python (it needs torch, numpy, sentencepiece);
+    (--outtype f32 / bf16), run by --python (it needs torch, numpy, sentencepiece); q8_0 and
+    q4_0 from the f32 file by its llama-quantize --pure (every matrix of that one type, as
+    lathe's --quantize makes them; without --pure llama.cpp would keep the head in Q6_K);
+  - lathe with q8_0 / q4_0: `lathe bench --quantize TYPE` on the folder as it is; transformers
+    has no such CPU type and is not run for them;
   - transformers: --python's torch and transformers, torch.set_num_threads(threads), the model
     loaded in the dtype, timed on the same prompt after a warm-up forward (prefill: one
     forward; decode: greedy generate of N new tokens minus generate of 1, over N - 1).
-Read bandwidth comes from build/bench/kernels/matmul_bench (read_bandwidth/*, --bench-binary);
+Read bandwidth comes from build/bench/kernels/matmul_bench (read_bandwidth*/*, the faster of its
+two meters; --bench-binary);
 decode's roofline is bandwidth / bytes of weights read per token.
 Each round runs lathe (`lathe bench --json`), then llama-bench (-p, -n, -r 1), then
 transformers, for every model, dtype and thread count. A Llama-3.2-1B-shaped checkpoint with
@@ -60,25 +65,34 @@ def sh(cmd, **kw):
 
 def build_llama_cpp(work):
     bench = glob.glob(os.path.join(work, "llama_cpp_python-*/vendor/llama.cpp/build/bin/llama-bench"))
-    if bench:
+    if bench and os.path.exists(os.path.join(os.path.dirname(bench[0]), "llama-quantize")):
         return bench[0]
     os.makedirs(work, exist_ok=True)
     print(f"compare: downloading and building {LLAMA_CPP_PYTHON} under {work}", file=sys.stderr)
     sh([sys.executable, "-m", "pip", "download", LLAMA_CPP_PYTHON, "--no-binary", ":all:",
         "--no-deps", "-d", work])
     sdist = glob.glob(os.path.join(work, "llama_cpp_python-*.tar.gz"))[0]
-    with tarfile.open(sdist) as t:
-        t.extractall(work)
+    if not glob.glob(os.path.join(work, "llama_cpp_python-*/vendor/llama.cpp")):
+        with tarfile.open(sdist) as t:
+            t.extractall(work)
     src = glob.glob(os.path.join(work, "llama_cpp_python-*/vendor/llama.cpp"))[0]
     sh(["cmake", "-S", src, "-B", os.path.join(src, "build"), "-DGGML_NATIVE=ON",
         "-DLLAMA_CURL=OFF", "-DCMAKE_BUILD_TYPE=Release"])
-    sh(["cmake", "--build", os.path.join(src, "build"), "--target", "llama-bench", "-j",
-        str(os.cpu_count())])
+    sh(["cmake", "--build", os.path.join(src, "build"), "--target", "llama-bench",
+        "llama-quantize", "-j", str(os.cpu_count())])
     return build_llama_cpp(work)
+
+
+QUANTIZED = {"q8_0": "Q8_0", "q4_0": "Q4_0"}
 
 
 def gguf_for(work, llama_bench, python, model, dtype):
     out = os.path.join(work, f"{os.path.basename(os.path.normpath(model))}-{dtype}.gguf")
+    if dtype in QUANTIZED and not os.path.exists(out):
+        f32 = gguf_for(work, llama_bench, python, model, "f32")
+        quantize = os.path.join(os.path.dirname(llama_bench), "llama-quantize")
+        print(f"compare: quantizing {f32} to {out}", file=sys.stderr)
+        sh([quantize, "--pure", f32, out, QUANTIZED[dtype]])
     if not os.path.exists(out):
         src = os.path.dirname(os.path.dirname(os.path.dirname(llama_bench)))
         print(f"compare: converting {model} to {out}", file=sys.stderr)
@@ -88,8 +102,9 @@ def gguf_for(work, llama_bench, python, model, dtype):
 
 
 def lathe_run(lathe, model, dtype, threads, prompt, new):
+    weights = ["--quantize", dtype] if dtype in QUANTIZED else ["--dtype", dtype]
     d = json.loads(sh([lathe, "bench", model, "--prompt-tokens", str(prompt), "--new-tokens",
-                       str(new), "--repeat", "1", "--threads", str(threads), "--dtype", dtype,
+                       str(new), "--repeat", "1", "--threads", str(threads), *weights,
                        "--max-seq", str(prompt + new + 8), "--json"]))
     return d["prefill_tokens_per_second"], d["decode_tokens_per_second"], d
 
@@ -109,10 +124,14 @@ def transformers_run(python, model, dtype, threads, prompt, new):
 
 
 def read_bandwidth(binary):
+    # The faster of the two meters (a plain sum, and 8 row streams as the decode kernels read).
     out = json.loads(sh([binary, "--benchmark_filter=read_bandwidth", "--benchmark_min_time=1",
                          "--benchmark_format=json"]))
-    return {int(b["name"].rsplit("/t", 1)[1].split("/")[0]): b["GB/s"] / 1e9
-            for b in out["benchmarks"]}
+    bw = {}
+    for b in out["benchmarks"]:
+        t = int(b["name"].rsplit("/t", 1)[1].split("/")[0])
+        bw[t] = max(bw.get(t, 0.0), b["GB/s"] / 1e9)
+    return bw
 
 
 def weight_bytes(model, dtype):
@@ -122,7 +141,7 @@ def weight_bytes(model, dtype):
     q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
     per_layer = d * q * 2 + d * kv * 2 + 3 * d * f
     params = n * per_layer + cfg["vocab_size"] * d  # the head (tied or not) is read once
-    return params * (4 if dtype == "f32" else 2)
+    return params * {"f32": 4, "bf16": 2, "q8_0": 34 / 32, "q4_0": 18 / 32}[dtype]
 
 
 def main():
@@ -165,7 +184,7 @@ def main():
                     if "llama.cpp" in engines:
                         runs["llama.cpp"].append(llama_run(llama_bench, gguf, t,
                                                            a.prompt_tokens, a.new_tokens))
-                    if "transformers" in engines:
+                    if "transformers" in engines and dtype not in QUANTIZED:
                         runs["transformers"].append(transformers_run(
                             a.python, model, dtype, t, a.prompt_tokens, a.new_tokens))
                 med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
