@@ -65,10 +65,11 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept {
 namespace lathe {
 namespace {
 
-class DecodeAllocations : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+// (fixture, reference backend, bf16 KV cache)
+class DecodeAllocations : public ::testing::TestWithParam<std::tuple<std::string, bool, bool>> {};
 
 TEST_P(DecodeAllocations, NoneAfterWarmUp) {
-  const auto& [name, reference] = GetParam();
+  const auto& [name, reference, bf16_kv] = GetParam();
   testing::ScratchDir dir("alloc");
   build_tiny_checkpoint(std::filesystem::path(LATHE_SOURCE_DIR) / "tests/fixtures/tiny" / name,
                         dir.path(), {});
@@ -79,7 +80,7 @@ TEST_P(DecodeAllocations, NoneAfterWarmUp) {
   ThreadPool pool(2);
   Context ctx{&pool, reference, false};
   Engine engine(*graph, ctx);
-  KVCache cache = model->new_cache(64);
+  KVCache cache = model->new_cache(64, bf16_kv ? DType::BF16 : DType::F32);
   KVCache* caches[] = {&cache};
   const int32_t prompt[] = {1, 5, 9, 2}, positions[] = {0, 1, 2, 3}, seq[] = {0, 0, 0, 0};
   const int32_t last = 3, zero = 0;
@@ -108,9 +109,10 @@ INSTANTIATE_TEST_SUITE_P(
                                          "qwen3_untied_headdim_yarn",
                                          "qwen3_5_dense_interval3_tied", "qwen3_next_moe_hybrid",
                                          "deepseek_v3_mla_lora_groups", "mamba2_groups"),
-                       ::testing::Bool()),
+                       ::testing::Bool(), ::testing::Bool()),
     [](const auto& info) {
-      return std::get<0>(info.param) + (std::get<1>(info.param) ? "_reference" : "_fast");
+      return std::get<0>(info.param) + (std::get<1>(info.param) ? "_reference" : "_fast") +
+             (std::get<2>(info.param) ? "_bf16kv" : "");
     });
 
 }  // namespace
