@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,11 @@ struct KvCase {
   int64_t v_dim = -1;          // the values' head size (-1: head_dim)
   int64_t values_in_keys = 0;  // > 0: MLA, no value cache
 };
+
+// gtest prints a failing case's name, not its bytes.
+void PrintTo(const KvCase& c, std::ostream* os) {
+  *os << c.what;
+}
 
 // The caches a step over `c` starts from: history of `seed` as kv_dtype.
 std::vector<KVCache> caches(const KvCase& c, DType kv_dtype) {
