@@ -44,15 +44,16 @@ fields (the timed ones are medians over --repeat runs; the table also shows min 
                                after every run, in MiB: weights, KV cache, scratch
   kv_cache_mib                 the KV cache that generate allocates: --max-seq positions (its
                                default, as generate's; pass --max-seq to size it to the run)
+                               stored as --kv-dtype (bf16: half of f32's)
 --warmup runs (default 1) go first and are not timed, so that the timed runs do not pay for
 reading the weights from disk (as llama-bench's warm-up); --warmup 0 times a cold start too.
 The prompt is --prompt-tokens token ids (1 + 7919 i) mod vocab_size, so no tokenizer is needed;
 decoding is greedy and ignores end-of-sequence tokens, so every run makes --new-tokens tokens.
 --json prints one object with these fields, the per-run figures ("runs") and the setting:
-model_dir, architecture, dtype, quantize (q8_0, q4_0 or null) and quantized_matrices, threads,
-max_seq, reference_kernels, eager, cpu, cpu_kernels (the kernel level: portable, avx2, avx512 or
-avx512bf16, or reference), quant_kernels (with --quantize: portable, avx2 or avx512vnni),
-lathe_version, lathe_commit.
+model_dir, architecture, dtype, quantize (q8_0, q4_0 or null) and quantized_matrices, kv_dtype,
+threads, max_seq, reference_kernels, eager, cpu, cpu_kernels (the kernel level: portable, avx2,
+avx512 or avx512bf16, or reference), quant_kernels (with --quantize: portable, avx2 or
+avx512vnni), lathe_version, lathe_commit.
 )";
 
 // The timings of one generate() call.
@@ -162,7 +163,7 @@ int cmd_bench(int argc, char** argv) {
     prompt[static_cast<size_t>(i)] = static_cast<int32_t>((1 + 7919 * i) % info.vocab_size);
   GenerateOptions go;
   go.max_new_tokens = new_tokens;  // greedy, no eos: every run makes exactly this many
-  KVCache cache = rt->model->new_cache(rt->max_seq);
+  KVCache cache = rt->model->new_cache(rt->max_seq, rt->ctx.kv_dtype);
 
   for (int64_t i = 0; i < warmup; ++i) {
     say(cat("warm-up run ", i + 1, " of ", warmup));
@@ -205,6 +206,7 @@ int cmd_bench(int argc, char** argv) {
       info.quantized ? OrderedJson(lower(dtype_name(*info.quantized))) : OrderedJson(nullptr);
   const std::string quant_kernels =
       rt->ctx.reference_kernels ? "reference" : cpu::quant_kernel_name(cpu::quant_kernel());
+  const std::string kv_dtype = lower(dtype_name(cache.kv_dtype()));
   const std::string cpu = cpu_model_name();
   const std::string kernels =
       rt->ctx.reference_kernels ? "reference" : cpu::isa_name(cpu::active_isa());
@@ -224,6 +226,7 @@ int cmd_bench(int argc, char** argv) {
         {"dtype", dtype},
         {"quantize", quantize},
         {"quantized_matrices", info.quantized_matrices},
+        {"kv_dtype", kv_dtype},
         {"threads", rt->pool->size()},
         {"max_seq", rt->max_seq},
         {"reference_kernels", rt->ctx.reference_kernels},
@@ -256,7 +259,7 @@ int cmd_bench(int argc, char** argv) {
                           lower(dtype_name(*info.quantized)), ", ", quant_kernels, " kernels)")
                     : std::string())
             << ", " << rt->pool->size() << (rt->pool->size() == 1 ? " thread" : " threads")
-            << ", KV cache of " << rt->max_seq << " positions"
+            << ", KV cache of " << rt->max_seq << " positions in " << kv_dtype
             << (rt->ctx.reference_kernels ? ", reference kernels" : "")
             << (rt->ctx.eager ? ", eager" : "") << "\n"
             << "  " << cpu << ", " << kernels << " kernels; lathe " << kLatheVersion << " ("

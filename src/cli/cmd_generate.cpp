@@ -59,7 +59,8 @@ void run_batch(Runtime& rt, const std::vector<BatchRequest>& requests,
              model->info().vocab_size);
   std::vector<KVCache> caches;
   std::vector<KVCache*> ptrs;
-  for (size_t i = 0; i < requests.size(); ++i) caches.push_back(model->new_cache(rt.max_seq));
+  for (size_t i = 0; i < requests.size(); ++i)
+    caches.push_back(model->new_cache(rt.max_seq, rt.ctx.kv_dtype));
   for (KVCache& c : caches) ptrs.push_back(&c);
   const auto results = generate_batch(*model, rt.ctx, ptrs, requests, go);
   for (size_t i = 0; i < results.size(); ++i) {
@@ -195,7 +196,7 @@ int cmd_generate(int argc, char** argv) {
       fail("--prompt-ids: token id ", id, " is outside the vocabulary of ",
            rt->model->info().vocab_size);
 
-  KVCache cache = rt->model->new_cache(rt->max_seq);
+  KVCache cache = rt->model->new_cache(rt->max_seq, rt->ctx.kv_dtype);
   const bool json = args.flag("json");
   std::optional<StreamDecoder> stream;
   if (tokenizer) stream.emplace(*tokenizer, true);

@@ -35,8 +35,8 @@ int cmd_logits(int argc, char** argv) {
   for (int32_t id : ids)
     if (id >= rt->model->info().vocab_size)
       fail("--ids: token id ", id, " is outside the vocabulary of ", rt->model->info().vocab_size);
-  KVCache cache =
-      rt->model->new_cache(std::max<int64_t>(rt->max_seq, static_cast<int64_t>(ids.size())));
+  KVCache cache = rt->model->new_cache(
+      std::max<int64_t>(rt->max_seq, static_cast<int64_t>(ids.size())), rt->ctx.kv_dtype);
   std::vector<NamedTensor> tensors;
   Trace trace = [&](const std::string& name, const Tensor& t) {
     tensors.push_back({"hidden." + name, t.clone()});  // the model reuses its buffers

@@ -28,6 +28,8 @@ int cmd_pull(int argc, char** argv);
 
 // Options shared by the commands that run a model.
 std::vector<OptionSpec> runtime_options();
+// --kv-dtype (F32 unless given); a usage error for anything but f32 or bf16.
+DType kv_dtype_option(const Args& args);
 
 // --pull, --offline and --token: how a MODEL argument that names a Hub id is found.
 std::vector<OptionSpec> model_options();
@@ -46,7 +48,8 @@ struct Runtime {
 };
 // --quantize's type (Q8_0, Q4_0), if given; a UsageError for another value.
 std::optional<DType> quantize_option(const Args& args);
-// Loads MODEL_DIR with --dtype, --threads, --max-seq and --reference-kernels from `args`.
+// Loads MODEL_DIR with --dtype, --threads, --max-seq and --reference-kernels from `args`
+// (and --kv-dtype into ctx.kv_dtype, which the caches the caller makes take).
 std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args);
 
 // The whole content of a text file; throws lathe::Error naming it when it cannot be read.

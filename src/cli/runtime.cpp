@@ -18,6 +18,7 @@ std::vector<OptionSpec> runtime_options() {
       {"dtype", "f32|bf16", "weight storage for compute (default: the checkpoint's; f16 -> f32)"},
       {"quantize", "q8_0|q4_0",
        "quantize the matrices at load into 8- or 4-bit blocks (docs/performance.md)"},
+      {"kv-dtype", "f32|bf16", "KV cache storage (default f32; bf16 halves it, rounding keys)"},
       {"threads", "N", "worker threads (default: all cores)"},
       {"max-seq", "N", "KV cache positions (default: min(max_position_embeddings, 4096))"},
       {"reference-kernels", "", "use the portable reference kernels (slow; for checking)"},
@@ -33,9 +34,17 @@ std::optional<DType> quantize_option(const Args& args) {
   return type;
 }
 
+DType kv_dtype_option(const Args& args) {
+  const std::string d = args.get_or("kv-dtype", "f32");
+  if (d == "f32") return DType::F32;
+  if (d == "bf16") return DType::BF16;
+  throw UsageError(cat("--kv-dtype must be f32 or bf16, got \"", d, "\""));
+}
+
 std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args) {
   auto rt = std::make_unique<Runtime>();
   cpu::active_isa();  // a bad LATHE_CPU_ISA fails here, before any loading
+  rt->ctx.kv_dtype = kv_dtype_option(args);
   ModelOptions opts;
   if (auto d = args.get("dtype")) {
     if (*d == "f32")

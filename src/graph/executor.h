@@ -21,6 +21,9 @@ struct Context {
   ThreadPool* pool = nullptr;
   bool reference_kernels = false;  // run the portable reference backend (tests, debugging)
   bool eager = false;              // run each node as it is built, unplanned (debugging)
+  // The storage of the KV caches made for runs in this context (Model::new_cache's kv_dtype):
+  // F32, or BF16 (half the memory; keys and values rounded to nearest even when appended).
+  DType kv_dtype = DType::F32;
 };
 
 namespace graph {

@@ -7,20 +7,30 @@
 
 namespace lathe {
 
-KVCache::KVCache(int64_t num_layers, int64_t max_seq_len, int64_t kv_heads, int64_t head_dim)
-    : max_seq(max_seq_len), max_step_(max_seq_len) {
+namespace {
+void check_kv_dtype(DType kv_dtype) {
+  if (kv_dtype != DType::F32 && kv_dtype != DType::BF16)
+    fail("internal: a KV cache stores F32 or BF16, not ", dtype_name(kv_dtype));
+}
+}  // namespace
+
+KVCache::KVCache(int64_t num_layers, int64_t max_seq_len, int64_t kv_heads, int64_t head_dim,
+                 DType kv_dtype)
+    : max_seq(max_seq_len), max_step_(max_seq_len), kv_dtype_(kv_dtype) {
+  check_kv_dtype(kv_dtype);
   for (int64_t i = 0; i < num_layers; ++i)
     layers.push_back({.kind = StateKind::FullKV,
-                      .k = Tensor::zeros(DType::F32, {max_seq_len, kv_heads, head_dim}),
-                      .v = Tensor::zeros(DType::F32, {max_seq_len, kv_heads, head_dim}),
+                      .k = Tensor::zeros(kv_dtype, {max_seq_len, kv_heads, head_dim}),
+                      .v = Tensor::zeros(kv_dtype, {max_seq_len, kv_heads, head_dim}),
                       .slots = max_seq_len});
 }
 
 KVCache::KVCache(const std::vector<LayerStateSpec>& specs, int64_t max_seq_len,
-                 int64_t max_step_tokens)
-    : max_seq(max_seq_len), max_step_(max_seq_len) {
+                 int64_t max_step_tokens, DType kv_dtype)
+    : max_seq(max_seq_len), max_step_(max_seq_len), kv_dtype_(kv_dtype) {
   if (max_seq_len <= 0 || max_step_tokens <= 0)
     fail("internal: KVCache of ", max_seq_len, " positions, steps of ", max_step_tokens);
+  check_kv_dtype(kv_dtype);
   for (const LayerStateSpec& s : specs) {
     Layer l{.kind = s.kind};
     switch (s.kind) {
@@ -37,9 +47,9 @@ KVCache::KVCache(const std::vector<LayerStateSpec>& specs, int64_t max_seq_len,
         break;
     }
     if (s.kind != StateKind::Recurrent) {
-      l.k = Tensor::zeros(DType::F32, {l.slots, s.kv_heads, s.head_dim});
+      l.k = Tensor::zeros(kv_dtype, {l.slots, s.kv_heads, s.head_dim});
       const int64_t v_dim = s.v_head_dim < 0 ? s.head_dim : s.v_head_dim;
-      if (v_dim > 0) l.v = Tensor::zeros(DType::F32, {l.slots, s.kv_heads, v_dim});
+      if (v_dim > 0) l.v = Tensor::zeros(kv_dtype, {l.slots, s.kv_heads, v_dim});
     }
     layers.push_back(std::move(l));
   }

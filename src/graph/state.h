@@ -32,7 +32,8 @@ struct KVCache {
     StateKind kind = StateKind::FullKV;
     // KV kinds: keys [slots, kv_heads, head_dim] and values [slots, kv_heads, v_head_dim]
     // (undefined when the keys hold them); position p lives in slot p % slots (slots ==
-    // max_seq for full attention, so that is slot p).
+    // max_seq for full attention, so that is slot p). F32, or BF16 (the cache's kv_dtype:
+    // each key and value rounded to nearest even when appended, widened exactly when read).
     Tensor k = {}, v = {};
     int64_t slots = 0;
     std::vector<Tensor> states = {};  // Recurrent: as LayerStateSpec::recurrent
@@ -42,20 +43,26 @@ struct KVCache {
   int64_t length = 0;  // positions filled so far
 
   KVCache() = default;
-  // Full-attention KV on every layer.
-  KVCache(int64_t layers, int64_t max_seq, int64_t kv_heads, int64_t head_dim);
+  // Full-attention KV on every layer. kv_dtype: the keys' and values' storage, F32 or BF16
+  // (recurrent state is F32 whatever it is).
+  KVCache(int64_t layers, int64_t max_seq, int64_t kv_heads, int64_t head_dim,
+          DType kv_dtype = DType::F32);
   // Layers as declared. A sliding layer gets window - 1 + max_step_tokens slots (at most
   // max_seq): room for every key the step's queries see, so a step must not append more than
   // max_step_tokens positions to one sequence (the engine splits longer prompts).
-  KVCache(const std::vector<LayerStateSpec>& specs, int64_t max_seq, int64_t max_step_tokens);
+  KVCache(const std::vector<LayerStateSpec>& specs, int64_t max_seq, int64_t max_step_tokens,
+          DType kv_dtype = DType::F32);
   // Forgets every position (recurrent state back to zeros).
   void clear();
   uint64_t bytes() const;
   // The most positions one step may append (max_seq when no layer is a ring).
   int64_t max_step_tokens() const { return max_step_; }
+  // The KV layers' storage type (F32 or BF16).
+  DType kv_dtype() const { return kv_dtype_; }
 
  private:
   int64_t max_step_ = 0;
+  DType kv_dtype_ = DType::F32;
 };
 
 }  // namespace lathe

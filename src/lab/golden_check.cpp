@@ -26,7 +26,7 @@ std::vector<int32_t> id_list(const JsonFields& f, const std::string& key) {
 Tensor decode_logits(const Model& model, Context& ctx, std::span<const int32_t> prompt,
                      std::span<const int32_t> fed,
                      const std::function<void(KVCache&)>& edit_cache) {
-  KVCache cache = model.new_cache(static_cast<int64_t>(prompt.size() + fed.size()));
+  KVCache cache = model.new_cache(static_cast<int64_t>(prompt.size() + fed.size()), ctx.kv_dtype);
   std::vector<Tensor> rows;
   rows.push_back(model.forward(ctx, prompt, cache, false));
   if (edit_cache) edit_cache(cache);
@@ -57,6 +57,11 @@ void scale_cached_values(KVCache& cache, int64_t layer, float factor) {
   }
   const int64_t slot = (cache.length - 1) % l.slots;
   const int64_t per_slot = l.v.numel() / l.v.dim(0);
+  if (l.v.dtype() == DType::BF16) {  // a bf16 cache: scaled in f32, rounded back
+    uint16_t* v = l.v.mut<uint16_t>() + slot * per_slot;
+    for (int64_t i = 0; i < per_slot; ++i) v[i] = f32_to_bf16(bf16_to_f32(v[i]) * factor);
+    return;
+  }
   float* v = l.v.mut<float>() + slot * per_slot;
   for (int64_t i = 0; i < per_slot; ++i) v[i] *= factor;
 }
@@ -142,7 +147,7 @@ GoldenCheck check_golden_fixture(const fs::path& fixture, const fs::path& work_d
   Trace trace = [&](const std::string& name, const Tensor& t) {
     actual.emplace_back(name, t.clone());
   };
-  KVCache cache = model->new_cache(static_cast<int64_t>(ids.size()));
+  KVCache cache = model->new_cache(static_cast<int64_t>(ids.size()), ctx.kv_dtype);
   Tensor logits = model->forward(ctx, ids, cache, true, &trace);
   r.logits = compare_logits(logits, ref.tensor("logits").to(DType::F32));
 
@@ -185,7 +190,8 @@ GoldenCheck check_golden_fixture(const fs::path& fixture, const fs::path& work_d
   GenerateOptions go;
   go.max_new_tokens = 32;
   go.eos_token_ids = ckpt.generation().eos_token_ids;
-  KVCache gen_cache = model->new_cache(static_cast<int64_t>(prompt.size()) + go.max_new_tokens);
+  KVCache gen_cache =
+      model->new_cache(static_cast<int64_t>(prompt.size()) + go.max_new_tokens, ctx.kv_dtype);
   r.greedy_actual = generate(*model, ctx, gen_cache, prompt, go).tokens;
   r.first_token_mismatch = first_token_mismatch(r.greedy_actual, r.greedy_reference);
 

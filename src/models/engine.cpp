@@ -14,12 +14,12 @@ std::vector<LayerStateSpec> GraphModel::layer_states() const {
       {.kind = StateKind::FullKV, .kv_heads = info_.kv_heads, .head_dim = info_.head_dim});
 }
 
-KVCache GraphModel::new_cache(int64_t max_seq) const {
-  return new_cache(max_seq, kDefaultMaxStepTokens);
+KVCache GraphModel::new_cache(int64_t max_seq, DType kv_dtype) const {
+  return new_cache(max_seq, kDefaultMaxStepTokens, kv_dtype);
 }
 
-KVCache GraphModel::new_cache(int64_t max_seq, int64_t max_step_tokens) const {
-  return KVCache(layer_states(), max_seq, max_step_tokens);
+KVCache GraphModel::new_cache(int64_t max_seq, int64_t max_step_tokens, DType kv_dtype) const {
+  return KVCache(layer_states(), max_seq, max_step_tokens, kv_dtype);
 }
 
 Tensor GraphModel::forward(Context& ctx, std::span<const int32_t> ids, KVCache& cache,

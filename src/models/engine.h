@@ -31,10 +31,10 @@ class GraphModel : public Model {
   // What each layer keeps between steps; full KV on every layer unless overridden.
   virtual std::vector<LayerStateSpec> layer_states() const;
 
-  KVCache new_cache(int64_t max_seq) const override;
+  KVCache new_cache(int64_t max_seq, DType kv_dtype = DType::F32) const override;
   // With sliding layers a step appends at most max_step_tokens positions to a sequence (their
   // ring holds window - 1 + max_step_tokens keys); the engine splits longer prompts.
-  KVCache new_cache(int64_t max_seq, int64_t max_step_tokens) const;
+  KVCache new_cache(int64_t max_seq, int64_t max_step_tokens, DType kv_dtype = DType::F32) const;
   static constexpr int64_t kDefaultMaxStepTokens = 256;
 
   // Quantizes the model's Linear and Experts matrices to `type` (Q8_0, Q4_0) now, at load, by

@@ -63,9 +63,10 @@ class Model {
   // A multimodal wrapper's loader says which part of its checkpoint the model is.
   void set_runs(std::string runs) { info_.runs = std::move(runs); }
 
-  // A cache of max_seq positions for one sequence, laid out as the model's layers need.
-  virtual KVCache new_cache(int64_t max_seq) const {
-    return KVCache(info_.num_layers, max_seq, info_.kv_heads, info_.head_dim);
+  // A cache of max_seq positions for one sequence, laid out as the model's layers need, its
+  // keys and values stored as kv_dtype (F32, or BF16: Context::kv_dtype).
+  virtual KVCache new_cache(int64_t max_seq, DType kv_dtype = DType::F32) const {
+    return KVCache(info_.num_layers, max_seq, info_.kv_heads, info_.head_dim, kv_dtype);
   }
 
   // Runs `ids` at positions [cache.length, cache.length + ids.size()), appends their keys

@@ -32,8 +32,18 @@ Tensor cache_history(int64_t pos0, int64_t kv_heads, int64_t head_dim, uint32_t 
 }
 
 KVCache prefilled_cache(const std::vector<LayerStateSpec>& layers, int64_t max_seq,
-                        int64_t max_step_tokens, int64_t pos0, uint32_t seed) {
-  KVCache cache(layers, max_seq, max_step_tokens);
+                        int64_t max_step_tokens, int64_t pos0, uint32_t seed, DType kv_dtype) {
+  KVCache cache(layers, max_seq, max_step_tokens, kv_dtype);
+  const size_t size = dtype_size(kv_dtype);
+  // Row p of `from` into slot p % slots of `to`, as the attention op appends.
+  auto fill = [&](Tensor& to, const Tensor& from, int64_t slots) {
+    const int64_t row = to.dim(1) * to.dim(2);
+    for (int64_t p = 0; p < pos0; ++p)
+      convert_from_f32(
+          kv_dtype, from.data<float>() + p * row,
+          static_cast<uint8_t*>(to.mut<void>()) + static_cast<size_t>((p % slots) * row) * size,
+          static_cast<size_t>(row));
+  };
   for (size_t i = 0; i < cache.layers.size(); ++i) {
     KVCache::Layer& l = cache.layers[i];
     if (pos0 == 0) continue;
@@ -45,17 +55,9 @@ KVCache prefilled_cache(const std::vector<LayerStateSpec>& layers, int64_t max_s
       }
       continue;
     }
-    const int64_t row = l.k.dim(1) * l.k.dim(2);
-    const Tensor k = cache_history(pos0, l.k.dim(1), l.k.dim(2), s, false);
-    for (int64_t p = 0; p < pos0; ++p)
-      std::memcpy(l.k.mut<float>() + (p % l.slots) * row, k.data<float>() + p * row,
-                  static_cast<size_t>(row) * sizeof(float));
+    fill(l.k, cache_history(pos0, l.k.dim(1), l.k.dim(2), s, false), l.slots);
     if (!l.v.defined()) continue;  // values inside the keys (MLA)
-    const int64_t v_row = l.v.dim(1) * l.v.dim(2);
-    const Tensor v = cache_history(pos0, l.v.dim(1), l.v.dim(2), s, true);
-    for (int64_t p = 0; p < pos0; ++p)
-      std::memcpy(l.v.mut<float>() + (p % l.slots) * v_row, v.data<float>() + p * v_row,
-                  static_cast<size_t>(v_row) * sizeof(float));
+    fill(l.v, cache_history(pos0, l.v.dim(1), l.v.dim(2), s, true), l.slots);
   }
   cache.length = pos0;
   return cache;

@@ -25,9 +25,11 @@ bool same_bits(const Tensor& a, const Tensor& b);
 
 // One sequence's state for a test: layers as declared, with positions [0, pos0) filled with
 // keys and values drawn from `seed` (position p's row depends on p and the seed only, so a
-// ring and a full cache built alike hold the same history). Rings keep the newest rows.
+// ring and a full cache built alike hold the same history). Rings keep the newest rows. A
+// BF16 cache holds the history rounded to bf16 (nearest even).
 KVCache prefilled_cache(const std::vector<LayerStateSpec>& layers, int64_t max_seq,
-                        int64_t max_step_tokens, int64_t pos0, uint32_t seed);
+                        int64_t max_step_tokens, int64_t pos0, uint32_t seed,
+                        DType kv_dtype = DType::F32);
 // The history prefilled_cache writes: [pos0, kv_heads, head_dim] keys (value = false) or values.
 Tensor cache_history(int64_t pos0, int64_t kv_heads, int64_t head_dim, uint32_t seed, bool value);
 

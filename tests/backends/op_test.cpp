@@ -329,7 +329,8 @@ struct AttentionCase {
   // No k, v: the cache already holds the step's positions (prefilled to pos0 + count) and
   // the op only reads it (Gemma4's KV-shared layers).
   bool read_only = false;
-  int64_t chunk = 0;  // > 0: Llama 4's chunked attention (a ring: slots = chunk - 1 + ...)
+  int64_t chunk = 0;      // > 0: Llama 4's chunked attention (a ring: slots = chunk - 1 + ...)
+  DType kv = DType::F32;  // the caches' storage (BF16: the tolerance table's Attention BF16 row)
 };
 
 Case attention_case(const AttentionCase& a) {
@@ -363,7 +364,7 @@ Case attention_case(const AttentionCase& a) {
     for (size_t i = 0; i < a.seqs.size(); ++i)
       caches.push_back(prefilled_cache({full, layer1}, a.seqs[i].max_seq, max_count,
                                        a.seqs[i].pos0 + (a.read_only ? a.seqs[i].count : 0),
-                                       seed + static_cast<uint32_t>(i)));
+                                       seed + static_cast<uint32_t>(i), a.kv));
     return caches;
   };
   const Tensor q = random_tensor({rows, a.heads, a.head_dim}, next_seed(), a.qk_scale);
@@ -388,7 +389,8 @@ Case attention_case(const AttentionCase& a) {
       .value_dim = a.values_in_keys,
       .kv_read_only = a.read_only,
       .chunk = a.chunk};
-  return {std::string("attention_") + a.what, Op::Attention, DType::F32,
+  return {std::string(a.kv == DType::BF16 ? "attention_bf16kv_" : "attention_") + a.what,
+          Op::Attention, a.kv,
           [q, k, v, slopes, sinks, p](Builder& g) {
             if (p.kv_read_only) return std::vector{g.attention(g.weight(q), {}, {}, p)};
             return std::vector{g.attention(g.weight(q), g.weight(k), g.weight(v), p,
@@ -397,7 +399,9 @@ Case attention_case(const AttentionCase& a) {
           std::move(step)};
 }
 
-void attention_cases(std::vector<Case>& out) {
+// kv: the caches' storage. Over BF16 caches every level is checked against the reference
+// kernel reading the same bf16 keys and values.
+void attention_cases(std::vector<Case>& out, DType kv) {
   using S = AttentionCase::Seq;
   const AttentionCase cases[] = {
       {.what = "decode_first", .heads = 4, .kv_heads = 4, .head_dim = 16, .seqs = {S{1, 0, 8}}},
@@ -590,7 +594,10 @@ void attention_cases(std::vector<Case>& out) {
        .seqs = {S{37, 20, 64}},
        .chunk = 13},
   };
-  for (const AttentionCase& a : cases) out.push_back(attention_case(a));
+  for (AttentionCase a : cases) {
+    a.kv = kv;
+    out.push_back(attention_case(a));
+  }
 }
 
 void rows_cases(std::vector<Case>& out) {
@@ -885,7 +892,7 @@ const std::vector<Case>& all_cases() {
     norm_cases(c);
     elementwise_cases(c);
     rope_cases(c);
-    attention_cases(c);
+    attention_cases(c, DType::F32);
     rows_cases(c);
     route_cases(c);
     experts_cases(c);
@@ -893,6 +900,7 @@ const std::vector<Case>& all_cases() {
     ssd_cases(c);
     rowwise_cases(c);
     quant_cases(c);
+    attention_cases(c, DType::BF16);  // last: the cases above keep their seeds
     return c;
   }();
   return cases;

@@ -144,6 +144,42 @@ TEST_F(BenchCli, MaxSeqDefaultsToThePositionsCappedAt4096) {
   EXPECT_EQ(zero.exit_code, 2) << zero.out;
 }
 
+// --kv-dtype bf16 stores the KV cache in half the bytes (bench records it as kv_dtype); the
+// other commands that run a model take it too, and refuse any other type as a usage error.
+TEST_F(BenchCli, KvDtypeBf16HalvesTheCache) {
+  auto bench = [&](const std::string& extra) {
+    const auto r = run_lathe("bench " + model() +
+                             " --json --prompt-tokens 4 --new-tokens 2 --repeat 1 " + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    return Json::parse(r.out);
+  };
+  const Json f32 = bench(""), bf16 = bench("--kv-dtype bf16"), same = bench("--kv-dtype f32");
+  EXPECT_EQ(f32["kv_dtype"], "f32");
+  EXPECT_EQ(same["kv_dtype"], "f32");
+  EXPECT_EQ(bf16["kv_dtype"], "bf16");
+  EXPECT_EQ(same["kv_cache_mib"], f32["kv_cache_mib"]);
+  EXPECT_DOUBLE_EQ(2 * bf16["kv_cache_mib"].get<double>(), f32["kv_cache_mib"].get<double>());
+  const auto table = run_lathe("bench " + model() +
+                               " --prompt-tokens 4 --new-tokens 2 --repeat 1 --kv-dtype bf16");
+  EXPECT_NE(table.out.find("positions in bf16"), std::string::npos) << table.out;
+
+  const std::string ids = " --prompt-ids '[5, 6, 7]' --max-new-tokens 4 --json";
+  const auto g = run_lathe("generate " + model() + ids + " --kv-dtype bf16");
+  ASSERT_EQ(g.exit_code, 0) << g.out;
+  EXPECT_EQ(Json::parse(g.out)["generated_ids"].size(), 4u) << g.out;
+  const auto logits = run_lathe("logits " + model() + " --ids '[5, 6, 7]' --kv-dtype bf16 --out " +
+                                (dir / "l.safetensors").string());
+  EXPECT_EQ(logits.exit_code, 0) << logits.out;
+  for (const std::string& cmd :
+       {"generate " + model() + ids, "logits " + model() + " --ids '[1]' --out x.safetensors",
+        std::string("tiny check --fixtures /nonexistent")}) {
+    const auto r = run_lathe(cmd + " --kv-dtype q8");
+    EXPECT_EQ(r.exit_code, 2) << cmd << "\n" << r.out;
+    EXPECT_NE(r.out.find("--kv-dtype must be f32 or bf16, got \"q8\""), std::string::npos) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << cmd << "\n" << r.out;
+  }
+}
+
 TEST_F(BenchCli, TableNamesEachFigure) {
   const auto r = run_lathe("bench " + model() + " --prompt-tokens 8 --new-tokens 4 --repeat 1");
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -168,6 +204,7 @@ TEST_F(BenchCli, BadArgumentsFailClearly) {
   expect(m + " --repeat -1", 2, "--repeat must be between 1");
   expect(m + " --threads 0", 2, "--threads must be between 1");
   expect(m + " --dtype f64", 2, "--dtype must be f32 or bf16");
+  expect(m + " --kv-dtype f16", 2, "--kv-dtype must be f32 or bf16, got \"f16\"");
   expect(m + " --bogus", 2, "unknown option --bogus");
   expect("bench", 2, "expected MODEL");
   // The default 512-token prompt does not fit the tiny model's 64 positions.

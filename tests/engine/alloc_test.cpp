@@ -66,7 +66,7 @@ namespace lathe {
 namespace {
 
 // Planned decode steps of fixture `name` after warm-up make no heap allocation.
-void expect_no_decode_allocations(const std::string& name, bool reference,
+void expect_no_decode_allocations(const std::string& name, bool reference, bool bf16_kv,
                                   const ModelOptions& options) {
   testing::ScratchDir dir("alloc");
   build_tiny_checkpoint(std::filesystem::path(LATHE_SOURCE_DIR) / "tests/fixtures/tiny" / name,
@@ -78,7 +78,7 @@ void expect_no_decode_allocations(const std::string& name, bool reference,
   ThreadPool pool(2);
   Context ctx{&pool, reference, false};
   Engine engine(*graph, ctx);
-  KVCache cache = model->new_cache(64);
+  KVCache cache = model->new_cache(64, bf16_kv ? DType::BF16 : DType::F32);
   KVCache* caches[] = {&cache};
   const int32_t prompt[] = {1, 5, 9, 2}, positions[] = {0, 1, 2, 3}, seq[] = {0, 0, 0, 0};
   const int32_t last = 3, zero = 0;
@@ -101,11 +101,12 @@ void expect_no_decode_allocations(const std::string& name, bool reference,
   EXPECT_EQ(cache.length, 13);
 }
 
-class DecodeAllocations : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+// (fixture, reference backend, bf16 KV cache)
+class DecodeAllocations : public ::testing::TestWithParam<std::tuple<std::string, bool, bool>> {};
 
 TEST_P(DecodeAllocations, NoneAfterWarmUp) {
-  const auto& [name, reference] = GetParam();
-  expect_no_decode_allocations(name, reference, {});
+  const auto& [name, reference, bf16_kv] = GetParam();
+  expect_no_decode_allocations(name, reference, bf16_kv, {});
 }
 
 // Quantized matrices (--quantize): the activations' quantization takes the plan's workspace.
@@ -113,7 +114,7 @@ TEST(QuantizedDecodeAllocations, NoneAfterWarmUp) {
   for (DType type : {DType::Q8_0, DType::Q4_0})
     for (bool reference : {false, true})
       for (const char* name : {"llama_tied_gqa", "qwen3_moe_headdim_mlp_only"})
-        expect_no_decode_allocations(name, reference, {.quantize = type});
+        expect_no_decode_allocations(name, reference, false, {.quantize = type});
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -122,9 +123,10 @@ INSTANTIATE_TEST_SUITE_P(
                                          "qwen3_untied_headdim_yarn",
                                          "qwen3_5_dense_interval3_tied", "qwen3_next_moe_hybrid",
                                          "deepseek_v3_mla_lora_groups", "mamba2_groups"),
-                       ::testing::Bool()),
+                       ::testing::Bool(), ::testing::Bool()),
     [](const auto& info) {
-      return std::get<0>(info.param) + (std::get<1>(info.param) ? "_reference" : "_fast");
+      return std::get<0>(info.param) + (std::get<1>(info.param) ? "_reference" : "_fast") +
+             (std::get<2>(info.param) ? "_bf16kv" : "");
     });
 
 }  // namespace

@@ -214,6 +214,51 @@ TEST_P(EngineFixture, PromptSplitIntoStepsGivesTheSameLogits) {
   }
 }
 
+// With a bf16 KV cache (keys and values rounded when appended) the engine keeps its
+// guarantees: eager and planned agree bit for bit, a prompt split into steps gives the logits
+// of one step, and a batch the tokens of separate runs; and the logits differ from an f32
+// cache's (the rounding happened) wherever the model keeps keys.
+TEST_P(EngineFixture, Bf16KvCacheKeepsTheEngineExact) {
+  auto l = load(GetParam());
+  const int64_t vocab = l->model->info().vocab_size;
+  const auto prompt = ids(13, vocab, 7);
+  Context planned{&pool, false, false, DType::BF16}, eager{&pool, false, true, DType::BF16};
+  KVCache whole = l->model->new_cache(24, DType::BF16),
+          by_node = l->model->new_cache(24, DType::BF16);
+  KVCache split = l->graph().new_cache(24, 3, DType::BF16), f32 = l->model->new_cache(24);
+  EXPECT_EQ(whole.kv_dtype(), DType::BF16);
+  const Tensor expected = l->model->forward(planned, prompt, whole, true);
+  EXPECT_TRUE(same_bits(expected, l->model->forward(eager, prompt, by_node, true)));
+  EXPECT_TRUE(same_bits(expected, l->model->forward(planned, prompt, split, true)));
+  const Tensor exact = l->model->forward(planned, prompt, f32, true);
+  bool keeps_keys = false;
+  for (const KVCache::Layer& layer : whole.layers) keeps_keys |= layer.k.defined();
+  const double drift = nmse({expected.data<float>(), static_cast<size_t>(expected.numel())},
+                            {exact.data<float>(), static_cast<size_t>(exact.numel())});
+  EXPECT_EQ(drift > 0, keeps_keys) << "NMSE against the f32 cache " << drift;
+  const int32_t next[] = {2, 4, 6};
+  for (int32_t id : next) {
+    const Tensor a = l->model->forward(planned, {&id, 1}, whole, false);
+    EXPECT_TRUE(same_bits(a, l->model->forward(eager, {&id, 1}, by_node, false))) << id;
+    EXPECT_TRUE(same_bits(a, l->model->forward(planned, {&id, 1}, split, false))) << id;
+  }
+  std::vector<BatchRequest> requests = {{ids(7, vocab, 1), 6}, {ids(3, vocab, 2), 9}};
+  GenerateOptions go;
+  std::vector<KVCache> caches;
+  std::vector<KVCache*> ptrs;
+  for (size_t i = 0; i < requests.size(); ++i)
+    caches.push_back(l->model->new_cache(20, DType::BF16));
+  for (KVCache& c : caches) ptrs.push_back(&c);
+  const auto batched = generate_batch(l->graph(), planned, ptrs, requests, go);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    KVCache cache = l->model->new_cache(20, DType::BF16);
+    go.max_new_tokens = requests[i].max_new_tokens;
+    EXPECT_EQ(batched.at(i).tokens,
+              generate(*l->model, planned, cache, requests[i].prompt, go).tokens)
+        << "sequence " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Engine, EngineFixture, ::testing::ValuesIn(kFixtures),
                          [](const auto& info) { return info.param; });
 // Quantized matrices keep the same guarantees (a dense model, a mixture of experts, a sliding
@@ -351,6 +396,38 @@ TEST(Engine, Gemma4SharedLayersKeepNoCache) {
   EXPECT_GT(layer2, 0u);
   EXPECT_GT(layer1, layer2) << "the full layer grows with max_seq, the ring does not";
   EXPECT_EQ(o.bytes(), s.bytes() + layer1 + layer2);
+}
+
+// A bf16 KV cache takes half the bytes of an f32 one in every key and value tensor (full,
+// sliding ring, MLA's keys alone, Gemma4's shared layers none); recurrent state stays f32.
+TEST(Engine, Bf16KvCacheHalvesTheKvBytes) {
+  for (const char* name : {"llama_tied_gqa", "gemma2_softcap_window", "deepseek_v3_mla_lora_groups",
+                           "qwen3_5_dense_interval3_tied", "gemma4_text_kv_shared"}) {
+    auto l = load(name);
+    const KVCache f32 = l->model->new_cache(4096), bf16 = l->model->new_cache(4096, DType::BF16);
+    uint64_t kv_f32 = 0, kv_bf16 = 0, state_f32 = 0, state_bf16 = 0;
+    for (size_t i = 0; i < f32.layers.size(); ++i) {
+      const KVCache::Layer &a = f32.layers[i], &b = bf16.layers[i];
+      for (const Tensor* t : {&a.k, &a.v}) kv_f32 += t->defined() ? t->nbytes() : 0;
+      for (const Tensor* t : {&b.k, &b.v}) kv_bf16 += t->defined() ? t->nbytes() : 0;
+      for (const Tensor& t : a.states) state_f32 += t.nbytes();
+      for (const Tensor& t : b.states) {
+        state_bf16 += t.nbytes();
+        EXPECT_EQ(t.dtype(), DType::F32) << name << " layer " << i;
+      }
+      if (b.k.defined()) {
+        EXPECT_EQ(b.k.dtype(), DType::BF16) << name << " layer " << i;
+      }
+    }
+    EXPECT_GT(kv_f32, 0u) << name;
+    EXPECT_EQ(kv_f32, 2 * kv_bf16) << name;
+    EXPECT_EQ(state_f32, state_bf16) << name;
+    EXPECT_EQ(f32.bytes(), kv_f32 + state_f32) << name;
+    EXPECT_EQ(bf16.bytes(), kv_bf16 + state_bf16) << name;
+  }
+  auto llama = load("llama_tied_gqa");
+  EXPECT_EQ(llama->model->new_cache(4096).bytes(),
+            2 * llama->model->new_cache(4096, DType::BF16).bytes());
 }
 
 TEST(Engine, GraphHashIsStableAndTellsGraphsApart) {

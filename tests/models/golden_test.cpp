@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "backends/cpu/isa.h"
@@ -37,9 +38,9 @@ bool declares_no_experts(const std::string& fixture) {
 class Golden : public ::testing::TestWithParam<std::string> {
  protected:
   GoldenCheck run(const TinyBuildOptions& build, std::optional<DType> dtype, bool reference,
-                  bool eager = false) {
+                  bool eager = false, DType kv_dtype = DType::F32) {
     ThreadPool pool(2);
-    Context ctx{&pool, reference, eager};
+    Context ctx{&pool, reference, eager, kv_dtype};
     return check_golden_fixture(testing::fixture_dir(GetParam()), dir.path(), build,
                                 {.dtype = dtype}, ctx);
   }
@@ -191,6 +192,32 @@ TEST_P(Golden, Bf16MatchesTransformersOnRoundedWeights) {
   // drift further (reference_bf16_drift) is held to twice that drift.
   if (r.route_choices == 0) {
     EXPECT_LE(r.logits.nmse, std::max(kBf16Nmse, 2 * reference_bf16_drift(r.name).nmse)) << r.name;
+  }
+}
+
+// A bf16 KV cache (`--kv-dtype bf16`) rounds every cached key and value: against the f32
+// goldens the logits and decode logits stay within kBf16KvNmse, and the greedy tokens are the
+// reference's up to a step whose reference margin is a near-tie (kNearTieMargin). Mixtures of
+// experts, where the rounding flips near-tied routes (logit NMSE up to 6.1e-3 measured), are
+// held to top-1 agreement >= 0.9, as bf16 weights on avx512bf16 are.
+TEST_P(Golden, Bf16KvCacheStaysNearTransformers) {
+  const GoldenCheck r = run({}, DType::F32, false, false, DType::BF16);
+  if (std::getenv("LATHE_KV_REPORT"))
+    std::printf("bf16kv\t%s\tlogits %.3e\tdecode %.3e\ttokens %lld\troutes %lld\n", r.name.c_str(),
+                r.logits.nmse, r.decode.nmse,
+                static_cast<long long>(r.first_token_mismatch.value_or(-1)),
+                static_cast<long long>(r.route_mismatches));
+  if (r.route_choices > 0) {  // a mixture of experts: near-tied routes flip
+    EXPECT_GE(r.logits.top1_agreement, 0.9) << r.name;
+    return;
+  }
+  EXPECT_LE(r.logits.nmse, kBf16KvNmse) << r.name;
+  EXPECT_LE(r.decode.nmse, kBf16KvNmse) << r.name;
+  if (r.first_token_mismatch) {
+    const auto k = static_cast<size_t>(*r.first_token_mismatch);
+    ASSERT_LT(k, r.greedy_margins.size());
+    EXPECT_LT(r.greedy_margins[k], kNearTieMargin)
+        << r.name << ": tokens part at step " << k << " where the reference was clear";
   }
 }
 

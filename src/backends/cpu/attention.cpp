@@ -7,8 +7,18 @@
 namespace lathe::cpu {
 namespace {
 
+// A cached key or value as f32: bf16 widened exactly.
+inline float widen(float x) {
+  return x;
+}
+inline float widen(uint16_t x) {
+  return bf16_to_f32(x);
+}
+
 // One query row of one head: softmax(q . K^T * scale) . V over the visible keys (and the
-// head's sink, a logit without a value, when a.sinks is set).
+// head's sink, a logit without a value, when a.sinks is set). T is the caches' element type:
+// float, or uint16_t for bf16 caches.
+template <class T>
 void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
   const int64_t p = a.pos0 + t;
   int64_t first = a.window > 0 ? std::max<int64_t>(0, p - a.window + 1) : 0;
@@ -21,9 +31,9 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
   float max_score = a.sinks ? a.sinks[h] : -INFINITY;
   auto row = [&](int64_t j) { return (a.slots > 0 ? j % a.slots : j) * stride + kvh * hd; };
   for (int64_t j = first; j <= p; ++j) {
-    const float* k = a.k_cache + row(j);
+    const T* k = static_cast<const T*>(a.k_cache) + row(j);
     float s = 0.0f;
-    for (int64_t d = 0; d < hd; ++d) s += q[d] * k[d];
+    for (int64_t d = 0; d < hd; ++d) s += q[d] * widen(k[d]);
     s *= a.scale;
     if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
     if (bias) s += bias[j];
@@ -42,9 +52,17 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
   std::fill(out, out + vd, 0.0f);
   for (int64_t j = first; j <= p; ++j) {
     const float w = scores[j - first] / sum;
-    const float* v = a.v_cache + (a.slots > 0 ? j % a.slots : j) * a.v_row + kvh * a.v_head;
-    for (int64_t d = 0; d < vd; ++d) out[d] += w * v[d];
+    const T* v = static_cast<const T*>(a.v_cache) + (a.slots > 0 ? j % a.slots : j) * a.v_row +
+                 kvh * a.v_head;
+    for (int64_t d = 0; d < vd; ++d) out[d] += w * widen(v[d]);
   }
+}
+
+void attend_row(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
+  if (a.kv_bf16)
+    attend_one<uint16_t>(a, t, h, scores);
+  else
+    attend_one<float>(a, t, h, scores);
 }
 
 }  // namespace
@@ -52,7 +70,7 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
 void attention_reference(const AttentionArgs& a) {
   float* scores = a.scratch;
   for (int64_t t = 0; t < a.tokens; ++t)
-    for (int64_t h = 0; h < a.heads; ++h) attend_one(a, t, h, scores);
+    for (int64_t h = 0; h < a.heads; ++h) attend_row(a, t, h, scores);
 }
 
 void attention_fast(const AttentionArgs& a, ThreadPool& pool) {
@@ -73,7 +91,7 @@ void attention_fast(const AttentionArgs& a, ThreadPool& pool) {
           avx2::attend_rows(a, r0, r1, scores);
           break;
         case Isa::Portable:
-          for (int64_t i = r0; i < r1; ++i) attend_one(a, i / a.heads, i % a.heads, scores);
+          for (int64_t i = r0; i < r1; ++i) attend_row(a, i / a.heads, i % a.heads, scores);
           break;
       }
     }

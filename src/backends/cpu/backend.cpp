@@ -84,13 +84,23 @@ void attention(const NodeArgs& a, bool reference) {
     if (s.count > cache.max_step_tokens())
       fail("internal: attention: a step of ", s.count, " tokens overruns a ring of ", l.slots,
            " slots");
+    const DType kv = l.k.dtype();
+    if ((kv != DType::F32 && kv != DType::BF16) || (l.v.defined() && l.v.dtype() != kv))
+      fail("internal: attention: cache layer ", p.layer, " of ", dtype_name(kv), " keys and ",
+           l.v.defined() ? dtype_name(l.v.dtype()) : "no", " values");
+    // The append: copies, or each key and value rounded to bf16 (nearest even).
+    const size_t kv_size = dtype_size(kv);
     for (int64_t t = 0; k && t < s.count; ++t) {
       const int64_t slot = (s.pos0 + t) % l.slots;
-      std::memcpy(l.k.mut<float>() + slot * kv_row, k->data<float>() + (s.first + t) * kv_row,
-                  static_cast<size_t>(kv_row) * sizeof(float));
+      convert_from_f32(
+          kv, k->data<float>() + (s.first + t) * kv_row,
+          static_cast<uint8_t*>(l.k.mut<void>()) + static_cast<size_t>(slot * kv_row) * kv_size,
+          static_cast<size_t>(kv_row));
       if (v)
-        std::memcpy(l.v.mut<float>() + slot * v_row, v->data<float>() + (s.first + t) * v_row,
-                    static_cast<size_t>(v_row) * sizeof(float));
+        convert_from_f32(
+            kv, v->data<float>() + (s.first + t) * v_row,
+            static_cast<uint8_t*>(l.v.mut<void>()) + static_cast<size_t>(slot * v_row) * kv_size,
+            static_cast<size_t>(v_row));
     }
     const int64_t length = s.pos0 + s.count;
     float* bias = nullptr;
@@ -101,8 +111,8 @@ void attention(const NodeArgs& a, bool reference) {
       position_bias(p.bias, f32(a.inputs[3]), heads, head_dim, length, bias);
     }
     cpu::AttentionArgs args{q.data<float>() + s.first * heads * head_dim,
-                            l.k.data<float>(),
-                            l.v.defined() ? l.v.data<float>() : l.k.data<float>(),
+                            l.k.data<void>(),
+                            l.v.defined() ? l.v.data<void>() : l.k.data<void>(),
                             a.out.mut<float>() + s.first * heads * v_dim,
                             s.count,
                             s.pos0,
@@ -122,6 +132,7 @@ void attention(const NodeArgs& a, bool reference) {
                             l.v.defined() ? v_dim : head_dim,
                             f32(a.inputs[4])};
     args.chunk = p.chunk;
+    args.kv_bf16 = kv == DType::BF16;
     if (reference)
       cpu::attention_reference(args);
     else

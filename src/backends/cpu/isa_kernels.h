@@ -22,10 +22,12 @@ namespace lathe::cpu {
 // pool-size rows (one for the reference kernel) of `scratch_stride` >= pos0 + tokens floats,
 // so the kernel allocates nothing. With chunk > 0 a query at p sees only the keys of its
 // chunk, p - p % chunk <= j <= p (and within the window): Llama 4's chunked attention.
+// The caches hold floats, or bf16 (uint16_t, the top half of an f32) when kv_bf16 is set,
+// widened exactly to f32 as they are read; every other step is the same.
 struct AttentionArgs {
   const float* q;
-  const float* k_cache;
-  const float* v_cache;
+  const void* k_cache;
+  const void* v_cache;
   float* out;
   int64_t tokens, pos0, heads, kv_heads, head_dim, window;
   float scale;
@@ -41,6 +43,7 @@ struct AttentionArgs {
   int64_t v_dim = 0, v_row = 0, v_head = 0;
   const float* sinks = nullptr;
   int64_t chunk = 0;
+  bool kv_bf16 = false;
 };
 
 struct DeltaRuleArgs {
