@@ -21,8 +21,8 @@ class WeightQuantizer {
   // (core/quant.h). Others (odd widths, f16 scratch, vectors) keep their dtype.
   bool applies(const Tensor& w) const;
   // The quantized copy of w, made at the first request and the same tensor afterwards. A
-  // source that is a view of a mapped checkpoint has its pages given back to the system
-  // afterwards (madvise MADV_PAGEOUT: contents kept, re-read from the file if used again).
+  // source that is a view of a mapped checkpoint has its pages given back afterwards
+  // (MADV_DONTNEED on its private file mapping: re-read from the file if used again).
   Tensor get(const Tensor& w);
 
   struct Stats {
