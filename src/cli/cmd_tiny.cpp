@@ -85,8 +85,10 @@ int tiny_check(int argc, char** argv) {
   std::printf("%-30s %-22s %10s %9s %7s  %s\n", "fixture", "architecture", "logit NMSE", "top-1",
               "tokens", "verdict");
   for (const auto& f : fixtures) {
-    const GoldenCheck r = check_golden_fixture(f, work / f.filename(), {storage, 1},
-                                               {.dtype = storage, .quantize = quantize}, ctx);
+    const GoldenCheck r = check_golden_fixture(
+        f, work / f.filename(), {storage, 1},
+        {.dtype = storage, .quantize = quantize, .dequantize_mxfp4 = dequantize_mxfp4_option(args)},
+        ctx);
     // bf16 storage: against transformers on the same rounded weights where the goldens have
     // them (f32 tolerance, the same tokens), else the rounding drift against f32 transformers.
     // On the opt-in avx512bf16 level bf16 activations meet bf16 weights: that is not the

@@ -48,6 +48,8 @@ struct Runtime {
 };
 // --quantize's type (Q8_0, Q4_0), if given; a UsageError for another value.
 std::optional<DType> quantize_option(const Args& args);
+// --mxfp4 dequantize (true) or native (false, the default); a UsageError for another value.
+bool dequantize_mxfp4_option(const Args& args);
 // Loads MODEL_DIR with --dtype, --threads, --max-seq and --reference-kernels from `args`
 // (and --kv-dtype into ctx.kv_dtype, which the caches the caller makes take).
 std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args);

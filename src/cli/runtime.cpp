@@ -19,6 +19,9 @@ std::vector<OptionSpec> runtime_options() {
       {"quantize", "q8_0|q4_0",
        "quantize the matrices at load into 8- or 4-bit blocks (docs/performance.md)"},
       {"kv-dtype", "f32|bf16", "KV cache storage (default f32; bf16 halves it, rounding keys)"},
+      {"mxfp4", "native|dequantize",
+       "MXFP4 matrices (gpt-oss experts): run by their own kernels (default) or dequantized at "
+       "load into --dtype"},
       {"threads", "N", "worker threads (default: all cores)"},
       {"max-seq", "N", "KV cache positions (default: min(max_position_embeddings, 4096))"},
       {"reference-kernels", "", "use the portable reference kernels (slow; for checking)"},
@@ -41,6 +44,13 @@ DType kv_dtype_option(const Args& args) {
   throw UsageError(cat("--kv-dtype must be f32 or bf16, got \"", d, "\""));
 }
 
+bool dequantize_mxfp4_option(const Args& args) {
+  const std::string m = args.get_or("mxfp4", "native");
+  if (m != "native" && m != "dequantize")
+    throw UsageError(cat("--mxfp4 must be native or dequantize, got \"", m, "\""));
+  return m == "dequantize";
+}
+
 std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args) {
   auto rt = std::make_unique<Runtime>();
   cpu::active_isa();  // a bad LATHE_CPU_ISA fails here, before any loading
@@ -55,6 +65,7 @@ std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args) 
       throw UsageError(cat("--dtype must be f32 or bf16, got \"", *d, "\""));
   }
   opts.quantize = quantize_option(args);
+  opts.dequantize_mxfp4 = dequantize_mxfp4_option(args);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = static_cast<int>(args.get_int("threads", cores, 1, 1024));
   rt->checkpoint = Checkpoint::open(dir);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/mxfp4.h"
 #include "core/quant.h"
 
 namespace lathe {
@@ -21,6 +22,8 @@ DTypeTraits dtype_traits(DType t) {
       return {32, 34};
     case DType::Q4_0:
       return {32, 18};
+    case DType::MXFP4:
+      return {kMxfp4Block, kMxfp4BlockBytes};
   }
   return {};
 }
@@ -53,6 +56,8 @@ std::string_view dtype_name(DType t) {
       return "Q8_0";
     case DType::Q4_0:
       return "Q4_0";
+    case DType::MXFP4:
+      return "MXFP4";
   }
   return "?";
 }
@@ -128,6 +133,8 @@ void convert_to_f32(DType from, const void* src, float* dst, size_t n) {
     case DType::Q8_0:
     case DType::Q4_0:
       return dequantize(from, src, dst, static_cast<int64_t>(n));
+    case DType::MXFP4:
+      return mxfp4_dequantize(src, dst, static_cast<int64_t>(n));
   }
 }
 
@@ -153,6 +160,8 @@ void convert_from_f32(DType to, const float* src, void* dst, size_t n) {
       // Groups are independent: n values of whole rows quantize as one long row.
       return quantize_rows(to, src, dst, 1, static_cast<int64_t>(n));
     }
+    case DType::MXFP4:
+      return mxfp4_quantize(src, dst, static_cast<int64_t>(n));
   }
 }
 

@@ -85,7 +85,8 @@ Value Builder::linear(Value x, Value w, Value bias, Quantize quantize) {
   if (wn.shape.size() != 2 || dim(x, -1) != wn.shape[1])
     fail("internal: linear: input ", shape_str(shape(x)), " does not match weight ",
          shape_str(wn.shape));
-  if (wn.dtype != DType::F32 && wn.dtype != DType::BF16 && !is_quantized(wn.dtype))
+  if (wn.dtype != DType::F32 && wn.dtype != DType::BF16 && wn.dtype != DType::MXFP4 &&
+      !is_quantized(wn.dtype))
     fail("internal: linear: weight dtype ", dtype_name(wn.dtype), " has no kernel");
   if (bias.valid()) {
     expect_f32(bias, "linear", "bias");
@@ -480,7 +481,7 @@ Value Builder::experts(Value x, Value route, const std::vector<Expert>& given, A
            shape_str(up), " down ", shape_str(down), " for input ", shape_str(shape(x)));
     for (Value w : {e.gate, e.up, e.down})
       if (w.valid() && node(w).dtype != DType::F32 && node(w).dtype != DType::BF16 &&
-          !is_quantized(node(w).dtype))
+          node(w).dtype != DType::MXFP4 && !is_quantized(node(w).dtype))
         fail("internal: experts: weight dtype ", dtype_name(node(w).dtype), " has no kernel");
     if (e.gate.valid() != experts.front().gate.valid())
       fail("internal: experts: every expert is gated, or none");

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/fp8.h"
+#include "core/mxfp4.h"
 #include "io/durable.h"
 #include "io/json.h"
 #include "io/safetensors.h"
@@ -81,6 +82,53 @@ void append_fp8(const std::string& name, const std::vector<float>& w, const Shap
   out.push_back({name + "_scale_inv", scales});
 }
 
+// Whether a fixture's config.json has quantization_config quant_method "mxfp4".
+bool mxfp4_fixture(const fs::path& config_path) {
+  if (!fs::exists(config_path)) return false;
+  const Json config = read_json_file(config_path);
+  return config.contains("quantization_config") && config["quantization_config"].is_object() &&
+         config["quantization_config"].value("quant_method", "") == "mxfp4";
+}
+
+// The tensors an MXFP4 fixture stores quantized, as tools/reference/make_tiny.py chooses them:
+// GptOss's expert matrices, generated in transformers' parameter layout [experts, in, out].
+bool mxfp4_quantized(const std::string& name, const Shape& shape) {
+  return shape.size() == 3 && shape[1] % kMxfp4Block == 0 &&
+         (name.ends_with(".mlp.experts.gate_up_proj") || name.ends_with(".mlp.experts.down_proj"));
+}
+
+// MXFP4 as GptOss checkpoints publish it (and make_tiny.py writes it): each expert's matrix
+// transposed into rows [out, in], each row quantized in blocks of 32 by core/mxfp4.h's rule,
+// stored as name + "_blocks" U8 [experts, out, in / 32, 16] and "_scales" U8 [experts, out,
+// in / 32].
+void append_mxfp4(const std::string& name, const std::vector<float>& w, const Shape& shape,
+                  std::vector<NamedTensor>& out) {
+  const int64_t experts = shape[0], in = shape[1], outs = shape[2], groups = in / kMxfp4Block;
+  const auto count = static_cast<size_t>(experts * outs * groups);
+  NamedTensor blocks{name + "_blocks",
+                     Tensor(),
+                     "U8",
+                     {experts, outs, groups, 16},
+                     std::vector<uint8_t>(count * kMxfp4CodeBytes)};
+  NamedTensor scales{
+      name + "_scales", Tensor(), "U8", {experts, outs, groups}, std::vector<uint8_t>(count)};
+  std::vector<float> row(static_cast<size_t>(in));
+  std::vector<uint8_t> packed(static_cast<size_t>(groups) * kMxfp4BlockBytes);
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t o = 0; o < outs; ++o) {
+      for (int64_t i = 0; i < in; ++i) row[i] = w[static_cast<size_t>((e * in + i) * outs + o)];
+      mxfp4_quantize(row.data(), packed.data(), in);
+      for (int64_t g = 0; g < groups; ++g) {
+        const size_t b = static_cast<size_t>((e * outs + o) * groups + g);
+        scales.stored[b] = packed[g * kMxfp4BlockBytes];
+        std::copy_n(packed.begin() + static_cast<int64_t>(g * kMxfp4BlockBytes) + 1,
+                    kMxfp4CodeBytes, blocks.stored.begin() + static_cast<int64_t>(b * 16));
+      }
+    }
+  out.push_back(std::move(blocks));
+  out.push_back(std::move(scales));
+}
+
 // Bound on a generated tensor: tiny fixtures are kilobytes; this is not a model loader.
 constexpr int64_t kMaxTinyElements = int64_t{1} << 28;
 
@@ -109,6 +157,7 @@ size_t build_tiny_checkpoint(const fs::path& fixture, const fs::path& out,
   if (opts.shards < 1 || opts.shards > 64) fail("shards must be between 1 and 64");
 
   const std::pair<int64_t, int64_t> block = fp8_block(fixture / "config.json");
+  const bool mxfp4 = mxfp4_fixture(fixture / "config.json");
   std::vector<NamedTensor> tensors;
   for (size_t i = 0; i < list.size(); ++i) {
     JsonFields t(list[i], cat(manifest_path.string(), ": tensors[", i, "]"));
@@ -124,6 +173,10 @@ size_t build_tiny_checkpoint(const fs::path& fixture, const fs::path& out,
         generate_weights(seed, name, n, t.get<double>("center"), t.get<double>("scale"));
     if (fp8_quantized(name, shape, block)) {
       append_fp8(name, values, shape, block, tensors);
+      continue;
+    }
+    if (mxfp4 && mxfp4_quantized(name, shape)) {
+      append_mxfp4(name, values, shape, tensors);
       continue;
     }
     Tensor f = Tensor::zeros(DType::F32, shape);

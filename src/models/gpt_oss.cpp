@@ -4,8 +4,9 @@
 // layers by layer_types; yarn rotary by default; every layer's MLP is a mixture of experts whose
 // router has a bias and takes the top-k logits then a softmax over those k, and whose experts
 // have biases and a clamped SwiGLU on interleaved gate/up columns. Published checkpoints keep
-// the experts' matrices in MXFP4 (quantization_config quant_method "mxfp4"), dequantized here
-// at load as transformers does (models/mxfp4.h).
+// the experts' matrices in MXFP4 (quantization_config quant_method "mxfp4"), repacked here at
+// load into DType::MXFP4 and run by its kernels (core/mxfp4.h), or, with
+// ModelOptions::dequantize_mxfp4, dequantized as transformers does on a CPU (models/mxfp4.h).
 #include <cstring>
 
 #include "core/error.h"
@@ -47,10 +48,11 @@ Tensor columns_as_rows(const Tensor& m, int64_t first, int64_t step) {
   return out;
 }
 
-// Rows first, first + 2, ... of each [rows, cols] matrix of m [experts, rows, cols].
+// Rows first, first + 2, ... of each [rows, cols] matrix of m [experts, rows, cols], of any
+// dtype (MXFP4's rows are whole blocks: copying rows copies their blocks).
 Tensor alternate_rows(const Tensor& m, int64_t first) {
   const int64_t experts = m.dim(0), rows = m.dim(1), half = rows / 2;
-  const size_t row = static_cast<size_t>(m.dim(2)) * dtype_size(m.dtype());
+  const size_t row = row_bytes(m.dtype(), m.dim(2));
   Tensor out = Tensor::zeros(m.dtype(), {experts, half, m.dim(2)});
   const auto* in = m.data<uint8_t>();
   auto* o = static_cast<uint8_t*>(out.mut<void>());
@@ -72,17 +74,18 @@ Tensor expert_slice(const Tensor& stacked, int64_t e, int64_t rows, int64_t cols
 // [experts, inter, hidden], both multiplied as x @ W, and their biases; copied once into the
 // [out, in] rows the Linear kernels take. MXFP4 checkpoints store the matrices as blocks and
 // scales of those rows already ([experts, 2 * inter, hidden] and [experts, hidden, inter]:
-// transformers dequantizes, then transposes them into the parameters).
+// transformers dequantizes, then transposes them into the parameters): `native` keeps them
+// as DType::MXFP4, gate and up taken apart by copying alternate rows of blocks.
 std::vector<GatedMlpWeights> load_experts(Weights& w, const std::string& p, int64_t hidden,
-                                          const MoeSpec& s, bool mxfp4) {
+                                          const MoeSpec& s, bool mxfp4, bool native) {
   const int64_t n = s.experts, inter = s.inter;
   Tensor gate, up, down_rows;
   // Experts listed in modules_to_not_convert keep plain tensors in an MXFP4 checkpoint.
   if (mxfp4 && !(w.has(p + "gate_up_proj") && w.has(p + "down_proj"))) {
-    const Tensor gate_up_rows = w.mxfp4(p + "gate_up_proj", {n, 2 * inter, hidden});
+    const Tensor gate_up_rows = w.mxfp4(p + "gate_up_proj", {n, 2 * inter, hidden}, native);
     gate = alternate_rows(gate_up_rows, 0);
     up = alternate_rows(gate_up_rows, 1);
-    down_rows = w.mxfp4(p + "down_proj", {n, hidden, inter});
+    down_rows = w.mxfp4(p + "down_proj", {n, hidden, inter}, native);
   } else {
     const Tensor gate_up = w.matrix(p + "gate_up_proj", {n, hidden, 2 * inter});
     gate = columns_as_rows(gate_up, 0, 2);
@@ -126,7 +129,8 @@ class GptOssModel : public Decoder {
       l.mlp_norm = w.vector(p + "post_attention_layernorm.weight", {h});
       l.moe.router = w.matrix(p + "mlp.router.weight", {cfg_.moe.experts, h});
       l.moe.router_bias = w.vector(p + "mlp.router.bias", {cfg_.moe.experts});
-      l.moe.experts = load_experts(w, p + "mlp.experts.", h, cfg_.moe, cfg_.mxfp4);
+      l.moe.experts =
+          load_experts(w, p + "mlp.experts.", h, cfg_.moe, cfg_.mxfp4, !opts.dequantize_mxfp4);
       layers_.push_back(std::move(l));
     }
     final_norm_ = w.vector("model.norm.weight", {h});

@@ -21,10 +21,16 @@ namespace lathe {
 struct ModelOptions {
   // Storage type of the large weight matrices: F32 or BF16. Unset: the checkpoint's own
   // (F16 checkpoints compute from F32). Norms, biases and activations are always F32.
-  std::optional<DType> dtype = std::nullopt;
+  std::optional<DType> dtype = {};
   // Q8_0 or Q4_0: every Linear and expert matrix whose rows are whole groups of 64 is
   // quantized once at load (core/quant.h, graph/quantize.h); the rest keep `dtype`.
-  std::optional<DType> quantize = std::nullopt;
+  std::optional<DType> quantize = {};
+  // MXFP4 matrices of a checkpoint (GptOss's experts, quantization_config quant_method
+  // "mxfp4") run natively by default: repacked at load into DType::MXFP4 (core/mxfp4.h),
+  // whose kernels multiply f32 activations by the exactly dequantized weights. true
+  // dequantizes them at load into `dtype` instead, as transformers does on a CPU
+  // (`--mxfp4 dequantize`); the numbers are the same up to the order of f32 sums.
+  bool dequantize_mxfp4 = false;
 };
 
 // Called with every named intermediate ("embed", "layer.3.q", "layer.3.out", "final_norm")

@@ -12,16 +12,29 @@ namespace {
 constexpr float kFp4Values[16] = {+0.0f, +0.5f, +1.0f, +1.5f, +2.0f, +3.0f, +4.0f, +6.0f,
                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
-}  // namespace
-
-Tensor dequantize_mxfp4(std::span<const uint8_t> blocks, std::span<const uint8_t> scales,
-                        const Shape& shape, DType dtype) {
+void check_sizes(std::span<const uint8_t> blocks, std::span<const uint8_t> scales,
+                 const Shape& shape, const char* what) {
   const int64_t n = shape_numel(shape);
   if (shape.empty() || shape.back() % kMxfp4Block != 0 ||
       blocks.size() != static_cast<size_t>(n / 2) ||
       scales.size() != static_cast<size_t>(n / kMxfp4Block))
-    fail("internal: dequantize_mxfp4: ", blocks.size(), " block bytes and ", scales.size(),
+    fail("internal: ", what, ": ", blocks.size(), " block bytes and ", scales.size(),
          " scales for ", shape_str(shape));
+}
+
+}  // namespace
+
+Tensor pack_mxfp4(std::span<const uint8_t> blocks, std::span<const uint8_t> scales,
+                  const Shape& shape) {
+  check_sizes(blocks, scales, shape, "pack_mxfp4");
+  Tensor out = Tensor::zeros(DType::MXFP4, shape);
+  mxfp4_pack(blocks.data(), scales.data(), out.mut<void>(), static_cast<int64_t>(scales.size()));
+  return out;
+}
+
+Tensor dequantize_mxfp4(std::span<const uint8_t> blocks, std::span<const uint8_t> scales,
+                        const Shape& shape, DType dtype) {
+  check_sizes(blocks, scales, shape, "dequantize_mxfp4");
   if (dtype != DType::F32 && dtype != DType::BF16)
     fail("internal: dequantize_mxfp4 into ", dtype_name(dtype));
   Tensor out = Tensor::zeros(dtype, shape);

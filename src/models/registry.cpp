@@ -172,7 +172,7 @@ const std::vector<ArchitectureEntry>& architectures() {
       {"GptOssForCausalLM", "gpt_oss", load_gpt_oss,
        "attention sinks, q/k/v/o biases, sliding/full layer_types, yarn; biased router (softmax "
        "over the top-k), expert biases, clamped SwiGLU on interleaved gate/up columns; MXFP4 "
-       "experts dequantized at load"},
+       "experts run by their own kernels (or dequantized at load: --mxfp4 dequantize)"},
       {"Mamba2ForCausalLM", "mamba2", load_mamba2,
        "Mamba2 SSM layers: causal conv over xBC, the selective scan (Ssd op) with its state, "
        "gated RMSNorm per group; backbone.* names, tie_word_embeddings"},

@@ -133,11 +133,10 @@ std::span<const uint8_t> Weights::bytes(const std::string& name, const Shape& sh
                             shape_str(shape)));
     return {};
   }
-  viewed_.insert(name);
   return ckpt_.bytes(name);
 }
 
-Tensor Weights::mxfp4(const std::string& name, const Shape& shape) {
+Tensor Weights::mxfp4(const std::string& name, const Shape& shape, bool native) {
   if (shape.size() < 2 || shape.back() % kMxfp4Block != 0) {
     problems_.push_back(cat("MXFP4 matrix \"", name, "\" of shape ", shape_str(shape),
                             ": the last dimension must be a multiple of ", kMxfp4Block));
@@ -150,7 +149,13 @@ Tensor Weights::mxfp4(const std::string& name, const Shape& shape) {
   const auto blocks = bytes(name + "_blocks", blocks_shape, "U8");
   const auto scales = bytes(name + "_scales", scales_shape, "U8");
   if (blocks.empty() || scales.empty()) return placeholder(name + "_blocks", shape, matrix_dtype_);
-  return dequantize_mxfp4(blocks, scales, shape, matrix_dtype_);
+  Tensor out = native ? pack_mxfp4(blocks, scales, shape)
+                      : dequantize_mxfp4(blocks, scales, shape, matrix_dtype_);
+  // The packed bytes are not needed again: give their pages back, so that the model holds
+  // its copy only (the repacked blocks are 17 bytes where the mapping had 16 + 1).
+  for (const std::string& part : {name + "_blocks", name + "_scales"})
+    if (!viewed_.count(part)) ckpt_.release(part);
+  return out;
 }
 
 Tensor Weights::fp8(const std::string& name, const Shape& shape) {

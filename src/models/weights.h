@@ -25,8 +25,10 @@ class Weights {
   Tensor vector(const std::string& name, const Shape& shape);
   // A matrix (or stack of matrices) of `shape` [.., rows, cols] stored as MXFP4: name +
   // "_blocks" U8 [.., rows, cols / 32, 16] and name + "_scales" U8 [.., rows, cols / 32]
-  // (models/mxfp4.h), dequantized once here into the matrix dtype.
-  Tensor mxfp4(const std::string& name, const Shape& shape);
+  // (models/mxfp4.h), repacked once here into DType::MXFP4 (`native`: its own kernels run
+  // it) or dequantized into the matrix dtype. Either way the mapped blocks and scales are
+  // given back afterwards (SafetensorsFile::release).
+  Tensor mxfp4(const std::string& name, const Shape& shape, bool native);
   bool has(const std::string& name) const { return ckpt_.has(name); }
   // Marks a tensor the reference implementation also ignores (e.g. a tied lm_head copy).
   void ignore(const std::string& name) { used_.insert(name); }
@@ -48,7 +50,8 @@ class Weights {
   // at once; throws when the stand-ins would outgrow the checkpoint itself.
   Tensor placeholder(const std::string& name, const Shape& shape, DType want);
   // The stored bytes of a packed tensor of this shape and safetensors dtype, a view of the
-  // mapping; empty when it is missing or misshapen (recorded for finish()).
+  // mapping for the caller to copy from, then release; empty when it is missing or misshapen
+  // (recorded for finish()).
   std::span<const uint8_t> bytes(const std::string& name, const Shape& shape,
                                  const std::string& dtype_name);
 

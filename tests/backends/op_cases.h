@@ -1,6 +1,6 @@
 // The op bench's cases, which op_test.cpp runs on every backend: the shared pieces, and the
 // cases of Gemma3n's ops kept in op_cases_rowwise.cpp, and of quantized weights in
-// op_cases_quant.cpp.
+// op_cases_quant.cpp and op_cases_mxfp4.cpp.
 #pragma once
 
 #include <functional>
@@ -32,5 +32,7 @@ void elementwise(std::vector<Case>& out, graph::Op op, const std::string& name,
 void rowwise_cases(std::vector<Case>& out);
 // Block-quantized weights (op_cases_quant.cpp).
 void quant_cases(std::vector<Case>& out);
+// MXFP4 weights (op_cases_mxfp4.cpp).
+void mxfp4_cases(std::vector<Case>& out);
 
 }  // namespace lathe::optest

@@ -900,7 +900,8 @@ const std::vector<Case>& all_cases() {
     ssd_cases(c);
     rowwise_cases(c);
     quant_cases(c);
-    attention_cases(c, DType::BF16);  // last: the cases above keep their seeds
+    attention_cases(c, DType::BF16);
+    mxfp4_cases(c);  // last: the cases above keep their seeds
     return c;
   }();
   return cases;

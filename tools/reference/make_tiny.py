@@ -168,6 +168,97 @@ def load_fp8(config: dict, state: dict, block):
     return model, digest.hexdigest(), {n for n in quantized if n + "_scale_inv" in quantized}
 
 
+def mxfp4_fixture(config: dict) -> bool:
+    """Whether the spec config's quantization_config is quant_method "mxfp4" (GptOss's experts
+    as MXFP4 blocks and scales, as the published gpt-oss checkpoints hold them)."""
+    return (config.get("quantization_config") or {}).get("quant_method") == "mxfp4"
+
+
+def mxfp4_quantized(name: str, t: torch.Tensor) -> bool:
+    """The tensors an MXFP4 fixture stores quantized (lathe's tiny_checkpoint.cpp chooses the
+    same): GptOss's expert matrices, [experts, in, out] as transformers holds them."""
+    return (t.dim() == 3 and t.shape[1] % 32 == 0
+            and (name.endswith(".mlp.experts.gate_up_proj") or name.endswith(".mlp.experts.down_proj")))
+
+
+# Midpoints between neighbouring E2M1 magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+E2M1_MID = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
+
+
+def mxfp4_quantize(rows: np.ndarray):
+    """Rows [..., cols] (f32, cols a multiple of 32) as MXFP4 by the OCP MX rule (lathe's
+    core/mxfp4.cpp mxfp4_quantize): per block of 32 the scale 2^(floor(log2 max|v|) - 2) (E8M0
+    byte 0 for a block of zeros, clamped to 0..254), each value the nearest E2M1 code of
+    v / scale, ties to the even code, saturating at 6, the sign bit v's (-0 is code 8). Returns the
+    checkpoint's blocks [..., cols / 32, 16] (low nibble the even value) and scales."""
+    blocks = rows.astype(np.float32).reshape(*rows.shape[:-1], -1, 32)
+    amax = np.abs(blocks).max(axis=-1)
+    _, exp = np.frexp(amax)
+    e = np.where(amax > 0, np.clip(exp.astype(np.int32) - 1 - 2 + 127, 0, 254), 0).astype(np.int32)
+    scaled = np.ldexp(blocks, (127 - e)[..., None]).astype(np.float32)
+    mag = np.abs(scaled)
+    code = np.zeros(scaled.shape, np.uint8)
+    for i, mid in enumerate(E2M1_MID):
+        mid = np.float32(mid)
+        code = np.where((mag > mid) | ((mag == mid) & (i % 2 == 1)), np.uint8(i + 1), code)
+    code = np.where(np.signbit(scaled), code | 8, code).astype(np.uint8)
+    packed = (code[..., 0::2] | (code[..., 1::2] << 4)).astype(np.uint8)
+    return packed, e.astype(np.uint8)
+
+
+def mxfp4_checkpoint(state: dict) -> dict:
+    """`state` with GptOss's expert matrices as the published MXFP4 checkpoints store them:
+    each expert's [in, out] matrix transposed into rows [out, in], quantized by
+    mxfp4_quantize into name + "_blocks" [experts, out, in / 32, 16] and "_scales"."""
+    out = {}
+    for name, t in state.items():
+        if not mxfp4_quantized(name, t):
+            out[name] = t
+            continue
+        blocks, scales = mxfp4_quantize(t.transpose(1, 2).contiguous().numpy())
+        out[name + "_blocks"] = torch.from_numpy(blocks)
+        out[name + "_scales"] = torch.from_numpy(scales)
+    return out
+
+
+def load_mxfp4(config: dict, state: dict):
+    """The model transformers loads from the MXFP4 checkpoint of `state`: on a CPU its MXFP4
+    quantizer dequantizes the experts (Mxfp4Dequantize, convert_moe_packed_tensors) into the
+    f32 model. Without the Triton kernels (and here without accelerate, which the quantized
+    path checks for first) it dequantizes anyway; Mxfp4Config(dequantize=True) asks for that
+    path directly. Returns the model, the sha256 of the checkpoint's blocks and scales (which
+    lathe's regenerated fixture must reproduce byte for byte) and the dequantized names."""
+    import hashlib
+
+    from safetensors.torch import save_file as save_torch
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+
+    quantized = mxfp4_checkpoint(state)
+    digest = hashlib.sha256()
+    for name in sorted(quantized):
+        if name.endswith("_blocks"):
+            digest.update(quantized[name].numpy().tobytes())
+            digest.update(quantized[name[: -len("_blocks")] + "_scales"].numpy().tobytes())
+    with tempfile.TemporaryDirectory() as tmp:
+        (pathlib.Path(tmp) / "config.json").write_text(json.dumps(config))
+        save_torch({n: t.contiguous() for n, t in quantized.items()},
+                   str(pathlib.Path(tmp) / "model.safetensors"), metadata={"format": "pt"})
+        model, info = CLASS.from_pretrained(
+            tmp, dtype=torch.float32, output_loading_info=True,
+            quantization_config=transformers.Mxfp4Config(dequantize=True), **attn_kwargs())
+    assert not any(info.get(k) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
+    model.eval()
+    names = {n[: -len("_blocks")] for n in quantized if n.endswith("_blocks")}
+    for name, t in model.state_dict().items():
+        if name in names:
+            assert t.dtype == torch.float32, (name, t.dtype)
+            expect = convert_moe_packed_tensors(quantized[name + "_blocks"], quantized[name + "_scales"],
+                                                dtype=torch.float32)
+            assert torch.equal(t, expect), name
+    assert names and names <= set(model.state_dict())
+    return model, digest.hexdigest(), names
+
+
 def runnable(model):
     """What runs on text: the model, or its submodule the spec's "run_module" names, where the
     wrapper's own forward fails though it only calls that module on text
@@ -321,9 +412,13 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         model.tie_weights()
         assert torch.equal(model.lm_head.weight, model.get_input_embeddings().weight)
         assert torch.equal(model.lm_head.weight, new_state[embed_name])
-    fp8_digest, fp8_names = None, set()
+    fp8_digest, fp8_names, mxfp4_digest = None, set(), None
     if fp8_block(config):
         model, fp8_digest, fp8_names = load_fp8(config, model.state_dict(), fp8_block(config))
+    if mxfp4_fixture(config):
+        # The dequantized experts are exact in bf16 and f16 too (E2M1 values times powers of
+        # two in range), kept as they are below like FP8's.
+        model, mxfp4_digest, fp8_names = load_mxfp4(config, model.state_dict())
     (out / "weights.json").write_text(
         json.dumps({"seed": seed, "generator": "splitmix64-fnv1a-v1", "tensors": entries}, indent=1)
         + "\n")
@@ -405,6 +500,8 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         golden["route_names"] = [r[0] for r in routes]
     if fp8_digest:
         golden["fp8_sha256"] = fp8_digest
+    if mxfp4_digest:
+        golden["mxfp4_sha256"] = mxfp4_digest
     (out / "goldens.json").write_text(json.dumps(golden, indent=1) + "\n")
     return {"name": name, "min_greedy_margin": min(margins), "tokens": len(new_tokens),
             "min_tf_margin": min(tf_margins)}

@@ -14,9 +14,9 @@
 
 namespace lathe::cpu {
 
-// y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]); w is F32, BF16 or block-quantized (Q8_0, Q4_0:
-// then `scratch` holds matmul_scratch_bytes for the activations' quantization, as
-// quant_kernels.h defines the product), x, y and bias are F32.
+// y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]); w is F32, BF16, MXFP4 (mxfp4_kernels.h) or
+// block-quantized (Q8_0, Q4_0: then `scratch` holds matmul_scratch_bytes for the activations'
+// quantization, as quant_kernels.h defines the product), x, y and bias are F32.
 void matmul_reference(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
                       int64_t m, int64_t n, int64_t k, void* scratch = nullptr);
 // The fast kernel of cpu::active_isa() (isa.h). With BF16 weights on Avx512Bf16 the
@@ -32,6 +32,14 @@ inline size_t matmul_scratch_bytes(DType w_dtype, int64_t m, int64_t k, bool ref
 }
 void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
                  int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool);
+
+// MXFP4 weights (mxfp4_matmul.cpp; mxfp4_kernels.h): f32 activations times the exactly
+// dequantized weights, no scratch. The reference equals matmul_reference on the dequantized
+// f32 matrix bit for bit; the fast kernel is active_isa()'s (portable: the reference, threaded).
+void mxfp4_matmul_reference(const float* x, const void* w, const float* bias, float* y, int64_t m,
+                            int64_t n, int64_t k);
+void mxfp4_matmul_fast(const float* x, const void* w, const float* bias, float* y, int64_t m,
+                       int64_t n, int64_t k, ThreadPool& pool);
 
 // Block-quantized weights (quant_matmul.cpp): the fast kernel that serves them, chosen by
 // active_isa() and, on AVX-512, the CPU's VNNI (vpdpbusd); AVX-512 without VNNI takes AVX2's.
