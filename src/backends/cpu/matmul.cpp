@@ -5,6 +5,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/isa_kernels.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/weight_rows.h"
 #include "core/quant.h"
 
 namespace lathe::cpu {
@@ -75,23 +76,6 @@ void gemm_portable(const float* x, const W* w, float* y, int64_t m, int64_t n0, 
     for (int64_t i = 0; i < m; i += 2)
       tile_2x4(x + i * k, std::min<int64_t>(2, m - i), w + j0 * k, wrows, k, y + i * ldy + j0, ldy);
   }
-}
-
-// Weight rows a task takes at least: a multiple of every kernel's tile (4 and 3 rows).
-constexpr int64_t kRowsPerUnit = 24;
-
-// Runs fn(n0, n1) over blocks of weight rows on the pool, then adds the bias.
-template <class F>
-void over_weight_rows(int64_t m, int64_t n, const float* bias, float* y, ThreadPool& pool,
-                      const F& fn) {
-  const int64_t units = (n + kRowsPerUnit - 1) / kRowsPerUnit;
-  pool.parallel_for(units, 1, [&](int64_t u0, int64_t u1) {
-    const int64_t n0 = u0 * kRowsPerUnit, n1 = std::min(n, u1 * kRowsPerUnit);
-    fn(n0, n1);
-    if (bias)
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = n0; j < n1; ++j) y[i * n + j] += bias[j];
-  });
 }
 
 // y = x . w^T (+ bias) with the f32-activation kernel of `isa`.

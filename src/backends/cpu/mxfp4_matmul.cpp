@@ -6,6 +6,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/mxfp4_kernels.h"
+#include "backends/cpu/weight_rows.h"
 #include "core/mxfp4.h"
 
 namespace lathe::cpu {
@@ -30,12 +31,6 @@ void mxfp4_gemm_reference(const float* x, const uint8_t* w, size_t ldw, float* y
   }
 }
 
-void add_bias(const float* bias, float* y, int64_t m, int64_t n0, int64_t n1, int64_t n) {
-  if (!bias) return;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = n0; j < n1; ++j) y[i * n + j] += bias[j];
-}
-
 }  // namespace
 
 void mxfp4_matmul_reference(const float* x, const void* w, const float* bias, float* y, int64_t m,
@@ -50,11 +45,7 @@ void mxfp4_matmul_fast(const float* x, const void* w, const float* bias, float* 
   const auto* wq = static_cast<const uint8_t*>(w);
   const size_t ldw = row_bytes(DType::MXFP4, k);
   const Isa isa = active_isa();
-  // Blocks of weight rows, a multiple of every kernel's tile (3, 6 and 8 rows); every output
-  // is one accumulator, so the split never changes the bits.
-  constexpr int64_t kRows = 24;
-  pool.parallel_for((n + kRows - 1) / kRows, 1, [&](int64_t u0, int64_t u1) {
-    const int64_t n0 = u0 * kRows, n1 = std::min(n, u1 * kRows);
+  over_weight_rows(m, n, bias, y, pool, [&](int64_t n0, int64_t n1) {
     switch (isa) {
       case Isa::Avx512Bf16:
       case Isa::Avx512:
@@ -67,7 +58,6 @@ void mxfp4_matmul_fast(const float* x, const void* w, const float* bias, float* 
         mxfp4_gemm_reference(x, wq, ldw, y, m, n0, n1, n, k);
         break;
     }
-    add_bias(bias, y, m, n0, n1, n);
   });
 }
 

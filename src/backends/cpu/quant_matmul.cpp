@@ -8,6 +8,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/quant_kernels.h"
+#include "backends/cpu/weight_rows.h"
 #include "core/error.h"
 #include "core/quant.h"
 
@@ -89,12 +90,6 @@ void qgemm_reference(bool q4, const QuantActs& x, const uint8_t* w, size_t ldw, 
   }
 }
 
-void add_bias(const float* bias, float* y, int64_t m, int64_t n0, int64_t n1, int64_t n) {
-  if (!bias) return;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = n0; j < n1; ++j) y[i * n + j] += bias[j];
-}
-
 }  // namespace
 
 size_t qmatmul_scratch_bytes(int64_t m, int64_t k) {
@@ -144,10 +139,7 @@ void qmatmul_fast(const float* x, const void* w, DType w_dtype, const float* bia
   const bool q4 = w_dtype == DType::Q4_0;
   const auto* wq = static_cast<const uint8_t*>(w);
   const size_t ldw = row_bytes(w_dtype, k);
-  // Blocks of weight rows, a multiple of every kernel's tile.
-  constexpr int64_t kRows = 24;
-  pool.parallel_for((n + kRows - 1) / kRows, 1, [&](int64_t u0, int64_t u1) {
-    const int64_t n0 = u0 * kRows, n1 = std::min(n, u1 * kRows);
+  over_weight_rows(m, n, bias, y, pool, [&](int64_t n0, int64_t n1) {
     switch (kernel) {
       case QuantKernel::Avx512Vnni:
         avx512vnni::qgemm_rows(q4, a, wq, ldw, y, m, n0, n1, n);
@@ -159,7 +151,6 @@ void qmatmul_fast(const float* x, const void* w, DType w_dtype, const float* bia
         qgemm_reference(q4, a, wq, ldw, y, m, n0, n1, n);
         break;
     }
-    add_bias(bias, y, m, n0, n1, n);
   });
 }
 
