@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <span>
+#include <string>
 
 #include "core/thread_pool.h"
 #include "graph/graph.h"
@@ -19,12 +20,16 @@ struct NodeArgs {
   float* workspace;                       // workspace_floats(node, ...) floats
   const graph::StepData& step;
   ThreadPool& pool;
+  int variant = 0;  // which of the backend's variants(node) runs it (0: the default)
 };
 
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+  // The kernels it runs on this machine ("avx512+avx512vnni"): a compiled module made for
+  // other kernels is never used (its timings and bits could differ).
+  virtual std::string kernel_level() const = 0;
   virtual bool supports(const graph::Node& node) const = 0;
   // Scratch floats run() needs for this node of graph `g` with `threads` threads when no
   // sequence holds more than max_context positions; fixed for a planned graph.
@@ -32,6 +37,14 @@ class Backend {
                                   int64_t max_context) const = 0;
   // Computes the node. Throws lathe::Error on bad step data (an id outside the vocabulary).
   virtual void run(const NodeArgs& a) const = 0;
+  // How many ways the backend can run this node of `g`, all giving the same bits (how its
+  // work is split over threads and tiled): NodeArgs::variant picks one, 0 being the default.
+  // The compiled mode times them on this machine and keeps the fastest (src/compile/tune.h).
+  virtual int variants(const graph::Graph&, const graph::Node&) const { return 1; }
+  // A variant in words, for the compiled module's description ("4 tasks/thread, 96 rows").
+  virtual std::string variant_name(const graph::Graph&, const graph::Node&, int) const {
+    return "default";
+  }
 };
 
 // The CPU backends: `reference` runs the portable reference kernels (plain loops, a fixed

@@ -73,10 +73,10 @@ void ThreadPool::run_tasks() {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain, Job fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, Job fn, int tasks_per_thread) {
   if (n <= 0) return;
   const int64_t most = std::max<int64_t>(1, n / std::max<int64_t>(grain, 1));
-  const int64_t tasks = std::min<int64_t>(most, kTasksPerThread * size());
+  const int64_t tasks = std::min<int64_t>(most, std::max(1, tasks_per_thread) * int64_t{size()});
   if (tasks == 1 || workers_.empty()) {
     fn(0, n);
     return;

@@ -36,11 +36,11 @@ class ThreadPool {
     void (*call_)(const void*, int64_t, int64_t);
   };
 
-  // Splits [0, n) into contiguous tasks of at least `grain` items (at most kTasksPerThread
+  // Splits [0, n) into contiguous tasks of at least `grain` items (at most tasks_per_thread
   // per thread, so that a thread slowed by others' work hands its share to the rest), calls
   // fn(begin, end) once for each, on whichever thread claims it first, and returns when all
   // are done. Not re-entrant.
-  void parallel_for(int64_t n, int64_t grain, Job fn);
+  void parallel_for(int64_t n, int64_t grain, Job fn, int tasks_per_thread = kTasksPerThread);
   static constexpr int64_t kTasksPerThread = 4;
 
  private:

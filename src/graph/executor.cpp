@@ -1,6 +1,7 @@
 #include "graph/executor.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 
@@ -46,6 +47,45 @@ struct Interval {
   bool workspace;
 };
 
+bool live_together(const Interval& a, const Interval& b) {
+  return a.first <= b.last && b.first <= a.last;
+}
+
+// The buffers `g` needs, in node order (a node's output, then its scratch), each with the
+// span of nodes it lives through: from its node to its last reader (through views); the
+// graph's outputs to the end.
+std::vector<Interval> buffers(const Graph& g, const Backend& backend, int threads,
+                              int64_t max_context) {
+  const size_t n = g.nodes.size();
+  std::vector<int32_t> root(n);
+  std::vector<size_t> last(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Node& node = g.nodes[i];
+    root[i] = node.op == Op::Reshape ? root[static_cast<size_t>(node.inputs[0].id)]
+                                     : static_cast<int32_t>(i);
+    last[i] = i;
+    for (Value in : node.inputs)
+      if (in.valid()) {
+        const size_t r = static_cast<size_t>(root[static_cast<size_t>(in.id)]);
+        last[r] = std::max(last[r], i);
+      }
+  }
+  for (Value out : g.outputs) last[static_cast<size_t>(root[static_cast<size_t>(out.id)])] = n;
+  std::vector<Interval> items;
+  for (size_t i = 0; i < n; ++i) {
+    const Node& node = g.nodes[i];
+    if (has_buffer(node.op)) {
+      const size_t bytes =
+          round_up(static_cast<size_t>(shape_numel(node.shape)) * dtype_size(node.dtype));
+      items.push_back({i, last[i], bytes, 0, static_cast<int32_t>(i), false});
+    }
+    const size_t ws = backend.workspace_floats(g, node, threads, max_context);
+    if (ws > 0)
+      items.push_back({i, i, round_up(ws * sizeof(float)), 0, static_cast<int32_t>(i), true});
+  }
+  return items;
+}
+
 // Greedy placement, largest first: each buffer goes to the lowest offset where it overlaps
 // no placed buffer that is live at the same time. Returns the arena size.
 size_t place(std::vector<Interval>& items) {
@@ -60,7 +100,7 @@ size_t place(std::vector<Interval>& items) {
     std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of overlapping live buffers
     for (size_t j : placed) {
       const Interval& o = items[j];
-      if (o.first <= it.last && it.first <= o.last) busy.emplace_back(o.offset, o.offset + o.bytes);
+      if (live_together(o, it)) busy.emplace_back(o.offset, o.offset + o.bytes);
     }
     std::sort(busy.begin(), busy.end());
     size_t offset = 0;
@@ -75,57 +115,94 @@ size_t place(std::vector<Interval>& items) {
   return total;
 }
 
+void check_support(const Graph& g, const Backend& backend) {
+  for (const Node& node : g.nodes)
+    if (!backend.supports(node))
+      fail("backend ", backend.name(), " cannot run ", op_name(node.op), " ", node.name);
+}
+
 }  // namespace
 
-Plan::Plan(Graph graph, const Backend& backend, int threads, int64_t max_context)
+Schedule plan_schedule(const Graph& g, const Backend& backend, int threads, int64_t max_context) {
+  check_support(g, backend);
+  std::vector<Interval> items = buffers(g, backend, threads, max_context);
+  Schedule s;
+  s.arena_bytes = place(items);
+  for (const Interval& it : items) s.slots.push_back({it.node, it.workspace, it.offset, it.bytes});
+  s.variants.assign(g.nodes.size(), 0);
+  return s;
+}
+
+void check_schedule(const Graph& g, const Backend& backend, int threads, int64_t max_context,
+                    const Schedule& s, bool exact) {
+  const std::vector<Interval> items = buffers(g, backend, threads, max_context);
+  if (s.slots.size() != items.size())
+    fail("schedule of ", s.slots.size(), " buffers for a graph that needs ", items.size());
+  uint64_t end_to_end = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Schedule::Slot& slot = s.slots[i];
+    const Interval& it = items[i];
+    if (slot.node != it.node || slot.workspace != it.workspace)
+      fail("schedule buffer ", i, " is node ", slot.node, "'s, the graph's is node ", it.node,
+           "'s");
+    if (slot.bytes < it.bytes || (exact && slot.bytes != it.bytes))
+      fail("schedule buffer ", i, " (node ", it.node, ") holds ", slot.bytes,
+           " bytes, the graph needs ", it.bytes);
+    if (slot.offset % kAlign != 0 || slot.offset > s.arena_bytes ||
+        slot.bytes > s.arena_bytes - slot.offset)
+      fail("schedule buffer ", i, " at ", slot.offset, " (", slot.bytes,
+           " bytes) is not an aligned place in an arena of ", s.arena_bytes);
+    end_to_end += slot.bytes;  // no overflow: each slot is within the arena
+  }
+  if (s.arena_bytes > end_to_end)
+    fail("schedule arena of ", s.arena_bytes, " bytes, more than its buffers' ", end_to_end);
+  for (size_t i = 0; i < items.size(); ++i)
+    for (size_t j = i + 1; j < items.size(); ++j) {
+      const Schedule::Slot &a = s.slots[i], &b = s.slots[j];
+      if (live_together(items[i], items[j]) && a.offset < b.offset + b.bytes &&
+          b.offset < a.offset + a.bytes)
+        fail("schedule buffers of nodes ", a.node, " and ", b.node, " overlap while both are live");
+    }
+  if (!s.variants.empty()) {
+    if (s.variants.size() != g.nodes.size())
+      fail("schedule variants for ", s.variants.size(), " nodes in a graph of ", g.nodes.size());
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (s.variants[i] < 0 || s.variants[i] >= backend.variants(g, g.nodes[i]))
+        fail("schedule variant ", s.variants[i], " for node ", i, ", which has ",
+             backend.variants(g, g.nodes[i]));
+  }
+}
+
+Plan::Plan(Graph graph, const Backend& backend, int threads, int64_t max_context,
+           const Schedule* given)
     : graph_(std::move(graph)), backend_(backend), threads_(threads), max_context_(max_context) {
   const size_t n = graph_.nodes.size();
+  if (given) {
+    check_support(graph_, backend_);
+    check_schedule(graph_, backend_, threads, max_context, *given, false);
+    schedule_ = *given;
+    if (schedule_.variants.empty()) schedule_.variants.assign(n, 0);
+  } else {
+    schedule_ = plan_schedule(graph_, backend_, threads, max_context);
+  }
   for (const Node& node : graph_.nodes)
-    if (!backend_.supports(node))
-      fail("backend ", backend_.name(), " cannot run ", op_name(node.op), " ", node.name);
-  // Liveness: a buffer lives from its node to its last reader (through views); outputs to
-  // the end.
-  std::vector<int32_t> root(n);
-  std::vector<size_t> last(n);
-  for (size_t i = 0; i < n; ++i) {
-    const Node& node = graph_.nodes[i];
-    root[i] = node.op == Op::Reshape ? root[static_cast<size_t>(node.inputs[0].id)]
-                                     : static_cast<int32_t>(i);
-    last[i] = i;
-    for (Value in : node.inputs)
-      if (in.valid()) {
-        const size_t r = static_cast<size_t>(root[static_cast<size_t>(in.id)]);
-        last[r] = std::max(last[r], i);
-      }
-  }
-  for (Value out : graph_.outputs) last[static_cast<size_t>(root[static_cast<size_t>(out.id)])] = n;
-  std::vector<Interval> items;
-  for (size_t i = 0; i < n; ++i) {
-    const Node& node = graph_.nodes[i];
-    if (has_buffer(node.op)) {
-      const size_t bytes =
+    if (has_buffer(node.op))
+      unplanned_bytes_ +=
           round_up(static_cast<size_t>(shape_numel(node.shape)) * dtype_size(node.dtype));
-      items.push_back({i, last[i], bytes, 0, static_cast<int32_t>(i), false});
-      unplanned_bytes_ += bytes;
-    }
-    const size_t ws = backend_.workspace_floats(graph_, node, threads, max_context);
-    if (ws > 0)
-      items.push_back({i, i, round_up(ws * sizeof(float)), 0, static_cast<int32_t>(i), true});
-  }
-  arena_bytes_ = place(items);
+  arena_bytes_ = schedule_.arena_bytes;
   arena_storage_.assign(arena_bytes_ + kAlign, 0);
   const auto base = reinterpret_cast<uintptr_t>(arena_storage_.data());
   arena_ = arena_storage_.data() + (round_up(base) - base);
 
   values_.resize(n);
   workspace_.assign(n, nullptr);
-  for (const Interval& it : items) {
-    const Node& node = graph_.nodes[static_cast<size_t>(it.node)];
-    if (it.workspace)
-      workspace_[static_cast<size_t>(it.node)] = reinterpret_cast<float*>(arena_ + it.offset);
+  for (const Schedule::Slot& slot : schedule_.slots) {
+    const Node& node = graph_.nodes[static_cast<size_t>(slot.node)];
+    if (slot.workspace)
+      workspace_[static_cast<size_t>(slot.node)] = reinterpret_cast<float*>(arena_ + slot.offset);
     else
-      values_[static_cast<size_t>(it.node)] =
-          Tensor::wrap(node.dtype, node.shape, arena_ + it.offset);
+      values_[static_cast<size_t>(slot.node)] =
+          Tensor::wrap(node.dtype, node.shape, arena_ + slot.offset);
   }
   args_.resize(n);
   for (size_t i = 0; i < n; ++i) {
@@ -141,6 +218,17 @@ Plan::Plan(Graph graph, const Backend& backend, int threads, int64_t max_context
   }
 }
 
+double Plan::time_node(ThreadPool& pool, size_t i, int variant) {
+  const Node& node = graph_.nodes.at(i);
+  if (!has_buffer(node.op)) return 0;
+  for (const Tensor* in : args_[i])
+    if (in && !in->data<void>()) fail("internal: timing node ", i, ", which reads a step input");
+  const StepData none{};
+  const auto start = std::chrono::steady_clock::now();
+  backend_.run({node, args_[i], values_[i], workspace_[i], none, pool, variant});
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 void Plan::run(ThreadPool& pool, const StepData& step, const Trace* trace) {
   if (pool.size() > threads_)
     fail("internal: a pool of ", pool.size(), " threads on a plan for ", threads_);
@@ -152,7 +240,7 @@ void Plan::run(ThreadPool& pool, const StepData& step, const Trace* trace) {
     if (node.op == Op::Input) {
       values_[i].rebind(const_cast<int32_t*>(checked_input(step, node).data()));
     } else if (has_buffer(node.op)) {
-      backend_.run({node, args_[i], values_[i], workspace_[i], step, pool});
+      backend_.run({node, args_[i], values_[i], workspace_[i], step, pool, schedule_.variants[i]});
     }
     if (trace && *trace && !node.name.empty()) (*trace)(node.name, values_[i]);
   }

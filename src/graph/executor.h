@@ -16,6 +16,10 @@
 
 namespace lathe {
 
+namespace graph {
+class ScheduleSource;
+}
+
 // Where and how steps run. Passed to every step (no global state).
 struct Context {
   ThreadPool* pool = nullptr;
@@ -24,6 +28,10 @@ struct Context {
   // The storage of the KV caches made for runs in this context (Model::new_cache's kv_dtype):
   // F32, or BF16 (half the memory; keys and values rounded to nearest even when appended).
   DType kv_dtype = DType::F32;
+  // The compiled mode (src/compile/compiler.h): each step shape's bucket gets its schedule
+  // (memory plan and measured kernel choices) from here, compiled once and kept in the
+  // compile cache. Null: each process plans its steps itself. Same numbers either way.
+  graph::ScheduleSource* compiled = nullptr;
 };
 
 namespace graph {
@@ -32,11 +40,49 @@ namespace graph {
 // comparison). The tensor is valid only during the call.
 using Trace = std::function<void(const std::string& name, const Tensor& value)>;
 
+// Where a Plan puts each buffer in its arena, and which of the backend's variants runs each
+// node: the planner's own, or a compiled module's (src/compile/module.h), made for a graph of
+// the same structure at a shape bucket at least as large.
+struct Schedule {
+  struct Slot {
+    int32_t node = 0;
+    bool workspace = false;  // the node's scratch, else its output
+    uint64_t offset = 0, bytes = 0;
+  };
+  std::vector<Slot> slots;  // in the order the planner lists them: by node, output first
+  uint64_t arena_bytes = 0;
+  std::vector<int32_t> variants;  // per node; empty: every node's default (0)
+};
+
+// The planner's schedule of `g`: buffers placed greedily by liveness, default variants.
+Schedule plan_schedule(const Graph& g, const Backend& backend, int threads, int64_t max_context);
+
+// Checks that `s` is a valid schedule for `g`: a slot for exactly each buffer `g` needs, each
+// at least as large (exactly as large with `exact`), inside the arena, no two buffers live
+// at the same time overlapping, the arena no larger than all slots end to end, and each
+// variant one the backend has. Throws lathe::Error saying what is wrong, so that a module
+// from another machine can never make a plan write outside its arena.
+void check_schedule(const Graph& g, const Backend& backend, int threads, int64_t max_context,
+                    const Schedule& s, bool exact);
+
+// Gives the compiled mode's schedules (src/compile/compiler.h implements it).
+class ScheduleSource {
+ public:
+  virtual ~ScheduleSource() = default;
+  // The schedule for steps of up to `bucket`'s shapes, `bucket` being the step graph built at
+  // its bucket's token and row counts; null to plan without one (its module failed to compile
+  // before). The schedule stays valid as long as the source.
+  virtual const Schedule* schedule_for(const Graph& bucket, const Backend& backend,
+                                       ThreadPool& pool, int64_t max_context, int64_t tokens,
+                                       int64_t rows) = 0;
+};
+
 class Plan {
  public:
   // Plans `graph` for `backend` with `threads` threads and caches of at most max_context
-  // positions.
-  Plan(Graph graph, const Backend& backend, int threads, int64_t max_context);
+  // positions: with the planner's schedule, or `given` (checked first).
+  Plan(Graph graph, const Backend& backend, int threads, int64_t max_context,
+       const Schedule* given = nullptr);
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
 
@@ -45,6 +91,12 @@ class Plan {
   int64_t max_context() const { return max_context_; }
   // Sum of the intermediates' sizes had each had a buffer of its own (what planning saves).
   size_t unplanned_bytes() const { return unplanned_bytes_; }
+  const Schedule& schedule() const { return schedule_; }
+  // Runs node i alone with variant v (its inputs as the last run left them, or zeros): what
+  // the compiled mode times to choose each node's variant. Only for nodes that read no step
+  // input directly (Linear and the like); returns the seconds it took.
+  double time_node(ThreadPool& pool, size_t i, int variant);
+  void set_variant(size_t i, int variant) { schedule_.variants.at(i) = variant; }
 
   // Executes the graph over `step`, whose inputs must have the shapes the graph was built for,
   // on a pool of at most the planned number of threads (scratch is sized per thread).
@@ -60,6 +112,7 @@ class Plan {
   std::vector<uint8_t> arena_storage_;
   uint8_t* arena_ = nullptr;
   size_t arena_bytes_ = 0, unplanned_bytes_ = 0;
+  Schedule schedule_;
   std::vector<Tensor> values_;                    // per node: a view of the arena, a weight, ...
   std::vector<std::vector<const Tensor*>> args_;  // per node: its inputs' values
   std::vector<float*> workspace_;                 // per node: its scratch in the arena, or null

@@ -92,14 +92,14 @@ struct Hasher {
 
 }  // namespace
 
-uint64_t Graph::hash() const {
+uint64_t Graph::hash(bool shapes) const {
   Hasher h;
   h.add(nodes.size());
   for (const Node& n : nodes) {
     h.add(static_cast<int>(n.op));
     h.add(n.inputs.size());
     for (Value v : n.inputs) h.add(v.id);
-    h.shape(n.shape);
+    if (shapes) h.shape(n.shape);
     h.add(static_cast<int>(n.dtype));
     const Params& p = n.params;
     for (float f : {p.eps, p.offset, p.scale, p.softcap, p.limit, p.xielu[0], p.xielu[1],

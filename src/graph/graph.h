@@ -202,8 +202,10 @@ struct Graph {
 
   const Node& at(Value v) const { return nodes.at(static_cast<size_t>(v.id)); }
   // Structure, shapes, dtypes and op parameters; never weight values or node names' data
-  // pointers. Equal graphs hash equally across runs and machines.
-  uint64_t hash() const;
+  // pointers. Equal graphs hash equally across runs and machines. Without `shapes` the
+  // nodes' output shapes are left out (weights' shapes stay in): the graphs of one model's
+  // steps of different token counts then hash equally (the compiled mode's buckets).
+  uint64_t hash(bool shapes = true) const;
   // One line per node: "%12 = linear(%10, %11) [5, 64] F32 layer.0.q", for debugging.
   std::string dump() const;
 };

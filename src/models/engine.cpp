@@ -56,12 +56,27 @@ Engine::Engine(const GraphModel& model, Context& ctx) : model_(model), ctx_(ctx)
 
 namespace {
 
+int64_t round_up_pow2(int64_t n) {
+  int64_t b = 1;
+  while (b < n) b *= 2;
+  return b;
+}
+
 StepInputs step_inputs(graph::Builder& b, int64_t n, int64_t r) {
   return {b.input(graph::InputSlot::Tokens, n), b.input(graph::InputSlot::Positions, n),
           b.input(graph::InputSlot::LogitRows, r)};
 }
 
 }  // namespace
+
+int64_t context_bucket(int64_t max_context) {
+  return round_up_pow2(max_context);
+}
+
+StepBucket step_bucket(int64_t tokens, int64_t rows) {
+  const int64_t t = round_up_pow2(tokens);
+  return {t, rows == tokens ? t : std::min(t, round_up_pow2(rows))};
+}
 
 void GraphModel::quantize_weights(DType type) {
   quantizer_ = std::make_unique<graph::WeightQuantizer>(type);
@@ -90,11 +105,30 @@ graph::Plan& Engine::plan_for(int64_t n, int64_t r, int64_t max_context, graph::
   if (plans_.size() == kKeep) plans_.erase(plans_.begin());
   graph::Graph g = build_graph(n, r);
   *logits = g.outputs.at(0);
-  auto plan = std::make_unique<graph::Plan>(std::move(g), cpu_backend(ctx_.reference_kernels),
-                                            ctx_.pool->size(), max_context);
+  const Backend& backend = cpu_backend(ctx_.reference_kernels);
+  const graph::Schedule* schedule = nullptr;
+  if (ctx_.compiled) {
+    // The module of the step's bucket serves it when the bucket's graph has the same nodes
+    // (a model may build a different graph for some counts: then the step is its own bucket).
+    // Cache sizes are bucketed too (a plan for more positions serves fewer).
+    max_context = context_bucket(max_context);
+    const StepBucket b = step_bucket(n, r);
+    graph::Graph bucket_graph = b.tokens == n && b.rows == r ? g : build_graph(b.tokens, b.rows);
+    const bool same = bucket_graph.hash(false) == g.hash(false);
+    if (!same) bucket_graph = g;
+    schedule = ctx_.compiled->schedule_for(bucket_graph, backend, *ctx_.pool, max_context,
+                                           same ? b.tokens : n, same ? b.rows : r);
+  }
+  auto plan = std::make_unique<graph::Plan>(std::move(g), backend, ctx_.pool->size(), max_context,
+                                            schedule);
   ++plans_built_;
   plans_.push_back({n, r, max_context, std::move(plan), *logits});
   return *plans_.back().plan;
+}
+
+void Engine::prepare(int64_t n, int64_t r, int64_t max_context) {
+  graph::Value logits;
+  if (!ctx_.eager) plan_for(n, r, max_context, &logits);
 }
 
 const Tensor& Engine::step(std::span<const int32_t> tokens, std::span<const int32_t> positions,

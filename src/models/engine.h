@@ -52,6 +52,16 @@ class GraphModel : public Model {
   std::unique_ptr<graph::WeightQuantizer> quantizer_;
 };
 
+// A step shape's bucket in the compiled mode: tokens rounded up to a power of two; logit rows
+// the same, or all the bucket's rows when the step wants every row's logits. Steps of one
+// bucket share one compiled module.
+struct StepBucket {
+  int64_t tokens, rows;
+};
+StepBucket step_bucket(int64_t tokens, int64_t rows);
+// The compiled mode's bucket of a cache size: the next power of two.
+int64_t context_bucket(int64_t max_context);
+
 class Engine {
  public:
   Engine(const GraphModel& model, Context& ctx);
@@ -71,6 +81,10 @@ class Engine {
 
   // The graph of a step of n tokens with r logit rows, as the model builds it.
   graph::Graph build_graph(int64_t n, int64_t r) const;
+  // Plans (in the compiled mode: compiles, or reads from the compile cache) the step of n
+  // tokens with r logit rows over caches of max_context positions now, without running it:
+  // the lab's compile stage.
+  void prepare(int64_t n, int64_t r, int64_t max_context);
 
  private:
   struct Cached {

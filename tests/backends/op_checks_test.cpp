@@ -829,6 +829,36 @@ TEST(Reshape, IsTheSameDataUnderAnotherShape) {
 
 // ---- Plan ----
 
+// Every way the fast backend can run a Linear (Backend::variants: tasks per thread, rows of x
+// per pass) gives the default's bits, for each weight type, in decode and in prompts longer
+// than one pass: the compiled mode may choose any of them (src/compile/module.h).
+TEST(Plan, EveryLinearVariantGivesTheDefaultBits) {
+  const Backend& backend = cpu_backend(false);
+  ThreadPool pool(3);
+  for (DType dt : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4})
+    for (int64_t m : {1, 5, 130, 300}) {
+      const int64_t n = 100, k = 128;
+      const Tensor w = random_tensor({n, k}, 870).to(dt);
+      const Tensor x = random_tensor({m, k}, 871), bias = random_tensor({n}, 872);
+      Builder b;
+      const Value y = b.linear(b.weight(x), b.weight(w), b.weight(bias));
+      b.output(y);
+      graph::Plan plan(std::move(b.graph()), backend, pool.size(), 16);
+      const size_t node = static_cast<size_t>(y.id);
+      const int variants = backend.variants(plan.graph(), plan.graph().nodes[node]);
+      EXPECT_GE(variants, 4) << dtype_name(dt);
+      plan.run(pool, {});
+      const Tensor expected = plan.value(y).clone();
+      for (int v = 1; v < variants; ++v) {
+        plan.set_variant(node, v);
+        plan.run(pool, {});
+        EXPECT_TRUE(same_bits(expected, plan.value(y)))
+            << dtype_name(dt) << " m " << m << " variant " << v << ": "
+            << backend.variant_name(plan.graph(), plan.graph().nodes[node], v);
+      }
+    }
+}
+
 // A plan runs again and again while the step shape repeats (decode): each run reads that
 // run's inputs and state, also on a plan sized for more context than the caches hold.
 TEST(Plan, RepeatedRunsMatchFreshRuns) {

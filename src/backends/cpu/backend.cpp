@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/backend.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/moe.h"
 #include "backends/cpu/recurrent.h"
@@ -250,6 +251,20 @@ void head_linear(const NodeArgs& a, bool reference) {
 // kMinTaskFloats when `parallel`, else at once. The ops split so compute each row (or
 // element) as one call would: the bits do not depend on the split.
 constexpr int64_t kMinTaskFloats = 16384;
+
+// The ways the fast backend can run a Linear node (Backend::variants): tasks per thread, and
+// for f32 and bf16 weights in a step of several rows, the rows of x per pass over a block of
+// weights. Variant 0 is the uncompiled default; every one gives the same bits.
+constexpr cpu::MatmulSchedule kMatmulSchedules[] = {{4, 96}, {1, 96},  {2, 96}, {8, 96},
+                                                    {4, 32}, {4, 256}, {1, 32}, {1, 256}};
+constexpr int kSplitOnlySchedules = 4;  // the first four differ in the split only
+
+int matmul_schedules(const graph::Graph& g, const graph::Node& node) {
+  const graph::Node& w = g.at(node.inputs[1]);
+  const int64_t m = shape_numel(node.shape) / w.shape[0];
+  const bool tiled = w.dtype == DType::F32 || w.dtype == DType::BF16;
+  return m > 1 && tiled ? static_cast<int>(std::size(kMatmulSchedules)) : kSplitOnlySchedules;
+}
 template <class F>
 void over_rows(bool parallel, ThreadPool& pool, int64_t rows, int64_t row_floats, const F& fn) {
   if (!parallel || rows * row_floats < 2 * kMinTaskFloats) return fn(int64_t{0}, rows);
@@ -261,9 +276,24 @@ class CpuBackend : public Backend {
  public:
   explicit CpuBackend(bool reference) : reference_(reference) {}
   const char* name() const override { return reference_ ? "reference" : "cpu"; }
+  std::string kernel_level() const override {
+    if (reference_) return "reference";
+    return cat(cpu::isa_name(cpu::active_isa()), '+', cpu::quant_kernel_name(cpu::quant_kernel()));
+  }
 
   // Every op has a CPU kernel (Linear for F32 and BF16 weights, which the builder checks).
   bool supports(const graph::Node&) const override { return true; }
+
+  int variants(const graph::Graph& g, const graph::Node& node) const override {
+    return !reference_ && node.op == Op::Linear ? matmul_schedules(g, node) : 1;
+  }
+  std::string variant_name(const graph::Graph& g, const graph::Node& node, int v) const override {
+    const int n = variants(g, node);
+    if (n <= 1 || v < 0 || v >= n) return "default";
+    const cpu::MatmulSchedule& s = kMatmulSchedules[v];
+    if (n == kSplitOnlySchedules) return cat(s.tasks_per_thread, " tasks/thread");
+    return cat(s.tasks_per_thread, " tasks/thread, ", s.row_block, " rows/pass");
+  }
 
   size_t workspace_floats(const graph::Graph& g, const graph::Node& node, int threads,
                           int64_t max_context) const override {
@@ -345,8 +375,12 @@ class CpuBackend : public Backend {
           cpu::matmul_reference(x->data<float>(), w.data<void>(), w.dtype(), f32(a.inputs[2]),
                                 a.out.mut<float>(), m, rows, k, a.workspace);
         else
-          cpu::matmul_fast(x->data<float>(), w.data<void>(), w.dtype(), f32(a.inputs[2]),
-                           a.out.mut<float>(), m, rows, k, a.workspace, a.pool);
+          cpu::matmul_fast(
+              x->data<float>(), w.data<void>(), w.dtype(), f32(a.inputs[2]), a.out.mut<float>(), m,
+              rows, k, a.workspace, a.pool,
+              a.variant > 0 && a.variant < static_cast<int>(std::size(kMatmulSchedules))
+                  ? kMatmulSchedules[a.variant]
+                  : cpu::MatmulSchedule{});
         return;
       }
       case Op::RmsNorm: {

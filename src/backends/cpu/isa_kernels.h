@@ -79,7 +79,8 @@ struct SsdArgs {
   void ssd_heads(const SsdArgs& a, int64_t h0, int64_t h1);
 
 // One level's kernels, declared alike in each level's namespace. Rows [n0, n1) of
-// y[m, ldy] = x[m, k] . w[n, k]^T, without bias:
+// y[m, ldy] = x[m, k] . w[n, k]^T, without bias, row_block rows of x at a time over each
+// block of weight rows (the bits do not depend on it):
 //  - gemm_rows: f32 activations, f32 or bf16 weights (widened exactly), fused
 //    multiply-adds in lanes of 8 or 16 summed at the end;
 //  - gemm_bf16_dot (avx512bf16 only): bf16 activations (to_bf16: rounded to nearest even)
@@ -88,9 +89,9 @@ struct SsdArgs {
 // attention_reference does, with vector dot products; `scores` is one row of a.scratch.
 #define LATHE_DECLARE_ISA_KERNELS                                                                \
   void gemm_rows(const float* x, const float* w, float* y, int64_t m, int64_t n0, int64_t n1,    \
-                 int64_t ldy, int64_t k);                                                        \
+                 int64_t ldy, int64_t k, int64_t row_block);                                     \
   void gemm_rows(const float* x, const uint16_t* w, float* y, int64_t m, int64_t n0, int64_t n1, \
-                 int64_t ldy, int64_t k);                                                        \
+                 int64_t ldy, int64_t k, int64_t row_block);                                     \
   void attend_rows(const AttentionArgs& a, int64_t r0, int64_t r1, float* scores);
 
 namespace portable {
@@ -106,7 +107,7 @@ LATHE_DECLARE_RECURRENT_KERNELS
 }  // namespace avx512
 namespace avx512bf16 {
 void gemm_bf16_dot(const uint16_t* x, const uint16_t* w, float* y, int64_t m, int64_t n0,
-                   int64_t n1, int64_t ldy, int64_t k);
+                   int64_t n1, int64_t ldy, int64_t k, int64_t row_block);
 void to_bf16(const float* x, uint16_t* out, int64_t n);
 }  // namespace avx512bf16
 #undef LATHE_DECLARE_ISA_KERNELS

@@ -30,8 +30,17 @@ inline size_t matmul_scratch_bytes(DType w_dtype, int64_t m, int64_t k, bool ref
              ? 0
              : matmul_scratch_bytes(w_dtype, m, k);
 }
+// How a fast matmul splits and tiles its work: at most tasks_per_thread blocks of weight rows
+// per thread, and row_block rows of x over each block of weight rows (f32 and bf16 weights
+// only). Every choice gives the same bits; the compiled mode times them per Linear node and
+// keeps the fastest (src/compile/tune.h). The defaults are the uncompiled path's.
+struct MatmulSchedule {
+  int tasks_per_thread = ThreadPool::kTasksPerThread;
+  int64_t row_block = 96;
+};
 void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
-                 int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool);
+                 int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool,
+                 MatmulSchedule schedule = {});
 
 // MXFP4 weights (mxfp4_matmul.cpp; mxfp4_kernels.h): f32 activations times the exactly
 // dequantized weights, no scratch. The reference equals matmul_reference on the dequantized
@@ -39,7 +48,8 @@ void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias
 void mxfp4_matmul_reference(const float* x, const void* w, const float* bias, float* y, int64_t m,
                             int64_t n, int64_t k);
 void mxfp4_matmul_fast(const float* x, const void* w, const float* bias, float* y, int64_t m,
-                       int64_t n, int64_t k, ThreadPool& pool);
+                       int64_t n, int64_t k, ThreadPool& pool,
+                       int tasks_per_thread = ThreadPool::kTasksPerThread);
 
 // Block-quantized weights (quant_matmul.cpp): the fast kernel that serves them, chosen by
 // active_isa() and, on AVX-512, the CPU's VNNI (vpdpbusd); AVX-512 without VNNI takes AVX2's.
@@ -51,7 +61,7 @@ void qmatmul_reference(const float* x, const void* w, DType w_dtype, const float
                        int64_t m, int64_t n, int64_t k, void* scratch);
 void qmatmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
                   int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool,
-                  QuantKernel kernel);
+                  QuantKernel kernel, int tasks_per_thread = ThreadPool::kTasksPerThread);
 
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * (weight + offset), for `rows` rows of `n`.
 void rms_norm(const float* x, const float* weight, float offset, float eps, float* y, int64_t rows,

@@ -46,8 +46,8 @@ constexpr int kTileRows = 4, kTileCols = 4, kRowCols = 8;
 #undef LATHE_GEMM_ONLY
 
 void gemm_bf16_dot(const uint16_t* x, const uint16_t* w, float* y, int64_t m, int64_t n0,
-                   int64_t n1, int64_t ldy, int64_t k) {
-  gemm<DotPolicy>(x, w, y, m, n0, n1, ldy, k);
+                   int64_t n1, int64_t ldy, int64_t k, int64_t row_block) {
+  gemm<DotPolicy>(x, w, y, m, n0, n1, ldy, k, row_block);
 }
 
 void to_bf16(const float* x, uint16_t* out, int64_t n) {

@@ -81,14 +81,14 @@ void gemm_portable(const float* x, const W* w, float* y, int64_t m, int64_t n0, 
 // y = x . w^T (+ bias) with the f32-activation kernel of `isa`.
 template <class W>
 void gemm_on(Isa isa, const float* x, const W* w, const float* bias, float* y, int64_t m, int64_t n,
-             int64_t k, ThreadPool& pool) {
-  over_weight_rows(m, n, bias, y, pool, [&](int64_t n0, int64_t n1) {
+             int64_t k, ThreadPool& pool, MatmulSchedule s) {
+  over_weight_rows(m, n, bias, y, pool, s.tasks_per_thread, [&](int64_t n0, int64_t n1) {
     switch (isa) {
       case Isa::Avx512Bf16:
       case Isa::Avx512:
-        return avx512::gemm_rows(x, w, y, m, n0, n1, n, k);
+        return avx512::gemm_rows(x, w, y, m, n0, n1, n, k, s.row_block);
       case Isa::Avx2:
-        return avx2::gemm_rows(x, w, y, m, n0, n1, n, k);
+        return avx2::gemm_rows(x, w, y, m, n0, n1, n, k, s.row_block);
       case Isa::Portable:
         return gemm_portable(x, w, y, m, n0, n1, n, k);
     }
@@ -116,10 +116,13 @@ size_t matmul_scratch_bytes(DType w_dtype, int64_t m, int64_t k) {
 }
 
 void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
-                 int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool) {
+                 int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool,
+                 MatmulSchedule s) {
   if (is_quantized(w_dtype))
-    return qmatmul_fast(x, w, w_dtype, bias, y, m, n, k, scratch, pool, quant_kernel());
-  if (w_dtype == DType::MXFP4) return mxfp4_matmul_fast(x, w, bias, y, m, n, k, pool);
+    return qmatmul_fast(x, w, w_dtype, bias, y, m, n, k, scratch, pool, quant_kernel(),
+                        s.tasks_per_thread);
+  if (w_dtype == DType::MXFP4)
+    return mxfp4_matmul_fast(x, w, bias, y, m, n, k, pool, s.tasks_per_thread);
   const Isa isa = active_isa();
   if (w_dtype == DType::BF16) {
     const auto* wb = static_cast<const uint16_t*>(w);
@@ -129,13 +132,13 @@ void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias
       pool.parallel_for(m, 16, [&](int64_t r0, int64_t r1) {
         avx512bf16::to_bf16(x + r0 * k, xb + r0 * k, (r1 - r0) * k);
       });
-      return over_weight_rows(m, n, bias, y, pool, [&](int64_t n0, int64_t n1) {
-        avx512bf16::gemm_bf16_dot(xb, wb, y, m, n0, n1, n, k);
+      return over_weight_rows(m, n, bias, y, pool, s.tasks_per_thread, [&](int64_t n0, int64_t n1) {
+        avx512bf16::gemm_bf16_dot(xb, wb, y, m, n0, n1, n, k, s.row_block);
       });
     }
-    return gemm_on(isa, x, wb, bias, y, m, n, k, pool);
+    return gemm_on(isa, x, wb, bias, y, m, n, k, pool, s);
   }
-  gemm_on(isa, x, static_cast<const float*>(w), bias, y, m, n, k, pool);
+  gemm_on(isa, x, static_cast<const float*>(w), bias, y, m, n, k, pool, s);
 }
 
 }  // namespace lathe::cpu

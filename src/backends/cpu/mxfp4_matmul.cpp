@@ -41,11 +41,11 @@ void mxfp4_matmul_reference(const float* x, const void* w, const float* bias, fl
 }
 
 void mxfp4_matmul_fast(const float* x, const void* w, const float* bias, float* y, int64_t m,
-                       int64_t n, int64_t k, ThreadPool& pool) {
+                       int64_t n, int64_t k, ThreadPool& pool, int tasks_per_thread) {
   const auto* wq = static_cast<const uint8_t*>(w);
   const size_t ldw = row_bytes(DType::MXFP4, k);
   const Isa isa = active_isa();
-  over_weight_rows(m, n, bias, y, pool, [&](int64_t n0, int64_t n1) {
+  over_weight_rows(m, n, bias, y, pool, tasks_per_thread, [&](int64_t n0, int64_t n1) {
     switch (isa) {
       case Isa::Avx512Bf16:
       case Isa::Avx512:

@@ -132,14 +132,14 @@ void qmatmul_reference(const float* x, const void* w, DType w_dtype, const float
 
 void qmatmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
                   int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool,
-                  QuantKernel kernel) {
+                  QuantKernel kernel, int tasks_per_thread) {
   const QuantActs a = carve(scratch, m, k);
   const int zp = quant_zero_point(w_dtype);
   pool.parallel_for(m, 4, [&](int64_t r0, int64_t r1) { quantize_acts(a, zp, x, r0, r1); });
   const bool q4 = w_dtype == DType::Q4_0;
   const auto* wq = static_cast<const uint8_t*>(w);
   const size_t ldw = row_bytes(w_dtype, k);
-  over_weight_rows(m, n, bias, y, pool, [&](int64_t n0, int64_t n1) {
+  over_weight_rows(m, n, bias, y, pool, tasks_per_thread, [&](int64_t n0, int64_t n1) {
     switch (kernel) {
       case QuantKernel::Avx512Vnni:
         avx512vnni::qgemm_rows(q4, a, wq, ldw, y, m, n0, n1, n);

@@ -20,16 +20,20 @@ inline void add_bias(const float* bias, float* y, int64_t m, int64_t n0, int64_t
     for (int64_t j = n0; j < n1; ++j) y[i * n + j] += bias[j];
 }
 
-// Runs fn(n0, n1) over blocks of weight rows on the pool, then adds the bias.
+// Runs fn(n0, n1) over blocks of weight rows on the pool, at most tasks_per_thread blocks
+// per thread, then adds the bias.
 template <class F>
 void over_weight_rows(int64_t m, int64_t n, const float* bias, float* y, ThreadPool& pool,
-                      const F& fn) {
+                      int tasks_per_thread, const F& fn) {
   const int64_t units = (n + kRowsPerUnit - 1) / kRowsPerUnit;
-  pool.parallel_for(units, 1, [&](int64_t u0, int64_t u1) {
-    const int64_t n0 = u0 * kRowsPerUnit, n1 = std::min(n, u1 * kRowsPerUnit);
-    fn(n0, n1);
-    add_bias(bias, y, m, n0, n1, n);
-  });
+  pool.parallel_for(
+      units, 1,
+      [&](int64_t u0, int64_t u1) {
+        const int64_t n0 = u0 * kRowsPerUnit, n1 = std::min(n, u1 * kRowsPerUnit);
+        fn(n0, n1);
+        add_bias(bias, y, m, n0, n1, n);
+      },
+      tasks_per_thread);
 }
 
 }  // namespace lathe::cpu
