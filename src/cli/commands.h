@@ -25,6 +25,7 @@ int cmd_chat_template(int argc, char** argv);
 int cmd_architectures(int argc, char** argv);
 int cmd_lab(int argc, char** argv);
 int cmd_pull(int argc, char** argv);
+int cmd_cache(int argc, char** argv);
 
 // Options shared by the commands that run a model.
 std::vector<OptionSpec> runtime_options();

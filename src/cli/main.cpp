@@ -24,6 +24,8 @@ commands:
   detokenize MODEL       JSON lines of token ids in, text out
   chat-template MODEL    JSON lines of conversations in, rendered prompts out
   pull ORG/NAME[@REV]    download a Hub model into the Hugging Face cache (docs/hub.md)
+  cache status|cleanup|sync|fetch
+                         the persistent compile cache (docs/compile-cache.md)
   tiny build|check       tiny test checkpoints and their comparison with transformers
   architectures          the supported architectures (--markdown: docs/architectures.md)
   lab run|report|diff|merge|catalog|serve
@@ -55,6 +57,7 @@ int dispatch(int argc, char** argv) {
   if (cmd == "architectures") return cmd_architectures(argc, argv);
   if (cmd == "lab") return cmd_lab(argc, argv);
   if (cmd == "pull") return cmd_pull(argc, argv);
+  if (cmd == "cache") return cmd_cache(argc, argv);
   if (cmd == "--cpu-kernels") {  // the fast kernel levels (backends/cpu/isa.h)
     std::cout << "default: " << cpu::isa_name(cpu::default_isa())
               << "\nactive: " << cpu::isa_name(cpu::active_isa()) << "\navailable:";

@@ -1,0 +1,378 @@
+// lathe cache status|cleanup|sync|fetch: the persistent compile cache (docs/compile-cache.md).
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "compile/cache.h"
+#include "core/error.h"
+
+namespace lathe {
+namespace fs = std::filesystem;
+namespace {
+
+using compile::CompileCache;
+using compile::FetchOutcome;
+using compile::ModuleKey;
+
+const char* kCacheUsage = R"(usage: lathe cache SUBCOMMAND [ARGS] [--help]
+
+The persistent compile cache (docs/compile-cache.md): modules compiled for a model's step
+graphs, kept by compiler version and key, so that later runs and other machines skip compiling.
+
+subcommands:
+  status                 the cache's folder, compiler version, entries and size
+  cleanup                remove old entries, or the oldest until the cache fits a size, and
+                         the temporary folders of processes that died
+  sync --to DIR          copy this version's modules into another cache folder
+  fetch --from URL|DIR --key KEY [--key KEY ...]
+                         fetch modules from another cache, over HTTP(S) or from a folder
+
+layout: ROOT/lathe-<compiler version>/MODULE_<graph hash>+<flags hash>/ holds a module's files,
+manifest.json (each file's size and sha256) and `done`, written last; a failed compile holds
+failed.log, graph.txt, flags.json and `failed` instead. A module is used only by the compiler
+version (lathe version and commit) that wrote it. ROOT is --cache-dir, else $LATHE_CACHE_DIR,
+else $XDG_CACHE_HOME/lathe/compile-cache, else ~/.cache/lathe/compile-cache.
+
+lathe cache SUBCOMMAND --help describes each.
+)";
+
+OptionSpec cache_dir_option() {
+  return {"cache-dir", "DIR",
+          "the cache root (default: $LATHE_CACHE_DIR, else $XDG_CACHE_HOME/lathe/compile-cache, "
+          "else ~/.cache/lathe/compile-cache)"};
+}
+
+CompileCache open_cache(const Args& args) {
+  const auto dir = args.get("cache-dir");
+  return CompileCache(dir ? fs::path(*dir) : compile::default_cache_root());
+}
+
+// Parses argv[3..] into `args` and says whether --help was asked (printed here).
+bool parse_or_help(Args& args, int argc, char** argv) {
+  args.parse(argc, argv, 3);
+  if (args.help()) std::cout << args.usage();
+  return args.help();
+}
+
+std::string format_bytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+// "2G", "500M", "64K", "1.5GiB", "1000": bytes, in powers of 1024.
+uint64_t parse_size(const std::string& text, const std::string& option) {
+  auto bad = [&]() -> UsageError {
+    return UsageError(cat("lathe cache cleanup: ", option,
+                          " needs a size such as 2G, 500M, 64K or a number of bytes, got \"", text,
+                          "\""));
+  };
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw bad();
+  }
+  std::string unit = text.substr(used);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit == "B")
+    unit.clear();
+  else if ((unit.size() == 3 && unit.ends_with("IB")) || (unit.size() == 2 && unit[1] == 'B'))
+    unit.resize(1);  // GiB, GB: G
+  const std::string units = "KMGT";
+  double scale = 1;
+  if (unit.size() == 1 && units.find(unit[0]) != std::string::npos)
+    scale = std::pow(1024.0, static_cast<double>(units.find(unit[0]) + 1));
+  else if (!unit.empty())
+    throw bad();
+  if (!std::isfinite(v) || v < 0 || v * scale > 1.8e19) throw bad();
+  return static_cast<uint64_t>(v * scale);
+}
+
+// How long ago `t` was, in words ("3.2 days ago").
+std::string age_text(fs::file_time_type t) {
+  const double s = std::chrono::duration<double>(fs::file_time_type::clock::now() - t).count();
+  char buf[48];
+  if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%.0f min ago", std::max(0.0, s / 60));
+  else if (s < 86400)
+    std::snprintf(buf, sizeof buf, "%.1f h ago", s / 3600);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f days ago", s / 86400);
+  return buf;
+}
+
+int64_t unix_seconds(fs::file_time_type t) {
+  const auto age = fs::file_time_type::clock::now() - t;
+  const auto sys = std::chrono::system_clock::now() -
+                   std::chrono::duration_cast<std::chrono::system_clock::duration>(age);
+  return std::chrono::duration_cast<std::chrono::seconds>(sys.time_since_epoch()).count();
+}
+
+std::string entry_state(const CompileCache::Entry& e) {
+  return e.state == CompileCache::State::Missing ? "damaged" : compile::state_name(e.state);
+}
+
+// The first line of a failed entry's log, or why it cannot be read.
+std::string log_first_line(const CompileCache& cache, const CompileCache::Entry& e) {
+  try {
+    const std::string log = cache.failure_log(e.key);
+    std::string line = log.substr(0, log.find('\n'));
+    if (line.size() > 160) line = line.substr(0, 160) + "...";
+    return line;
+  } catch (const Error& err) {
+    return err.what();
+  }
+}
+
+int cache_status(int argc, char** argv) {
+  Args args("cache status",
+            "Prints the compile cache's folder, this lathe's compiler version, each of its "
+            "entries (ready modules; failed compiles with the first line of their log; damaged "
+            "folders, which cleanup removes) with its size and age, the temporary folders "
+            "left by processes that died, and the other compiler versions present.",
+            {}, {cache_dir_option(), {"json", "", "print one JSON object instead"}});
+  if (parse_or_help(args, argc, argv)) return 0;
+  const CompileCache cache = open_cache(args);
+  const auto entries = cache.entries();
+  int temps = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(cache.version_dir(), ec))
+    if (e.path().filename().string().rfind(".tmp-", 0) == 0) ++temps;
+  struct Other {
+    std::string version;
+    size_t entries = 0;
+    uint64_t bytes = 0;
+  };
+  std::vector<Other> others;
+  for (const auto& v : cache.versions())
+    if (v != cache.version()) others.push_back({v});
+  uint64_t bytes = 0, total = 0;
+  for (const auto& e : cache.entries(true)) {
+    total += e.bytes;
+    if (e.compiler_version == cache.version()) bytes += e.bytes;
+    for (auto& o : others)
+      if (o.version == e.compiler_version) ++o.entries, o.bytes += e.bytes;
+  }
+
+  if (args.flag("json")) {
+    Json j = {{"root", cache.root().string()},
+              {"compiler_version", cache.version()},
+              {"bytes", bytes},
+              {"total_bytes", total},
+              {"temporary_folders", temps}};
+    j["entries"] = Json::array();
+    for (const auto& e : entries) {
+      Json je = {{"key", e.key.dir_name()},
+                 {"state", entry_state(e)},
+                 {"bytes", e.bytes},
+                 {"written_unix", unix_seconds(e.written)}};
+      if (e.state == CompileCache::State::Failed) je["log_first_line"] = log_first_line(cache, e);
+      j["entries"].push_back(je);
+    }
+    j["other_versions"] = Json::array();
+    for (const auto& o : others)
+      j["other_versions"].push_back(
+          {{"compiler_version", o.version}, {"entries", o.entries}, {"bytes", o.bytes}});
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+
+  int ready = 0, failed = 0;
+  for (const auto& e : entries) {
+    ready += e.state == CompileCache::State::Ready;
+    failed += e.state == CompileCache::State::Failed;
+  }
+  std::cout << "cache: " << cache.root().string()
+            << (fs::exists(cache.root(), ec) ? "" : " (does not exist yet)") << "\n"
+            << "compiler version: " << cache.version() << "\n"
+            << "entries: " << ready << " ready, " << failed << " failed, "
+            << entries.size() - ready - failed << " damaged; " << format_bytes(bytes) << "\n";
+  for (const auto& e : entries) {
+    std::cout << "  " << e.key.dir_name() << "  " << entry_state(e) << "  " << format_bytes(e.bytes)
+              << "  written " << age_text(e.written);
+    if (e.state == CompileCache::State::Failed) std::cout << ": " << log_first_line(cache, e);
+    std::cout << "\n";
+  }
+  if (temps > 0)
+    std::cout << "temporary folders: " << temps
+              << " (being written, or left by a process that died: lathe cache cleanup)\n";
+  if (!others.empty()) {
+    std::cout << "other compiler versions (lathe cache cleanup --all-versions):\n";
+    for (const auto& o : others)
+      std::cout << "  lathe-" << o.version << "  " << o.entries << " entries, "
+                << format_bytes(o.bytes) << "\n";
+  }
+  std::cout << "total: " << format_bytes(total) << "\n";
+  return 0;
+}
+
+int cache_cleanup(int argc, char** argv) {
+  Args args("cache cleanup",
+            "Removes this compiler version's entries written more than --older-than days ago, "
+            "then the oldest until the rest take at most --max-size; and always the temporary "
+            "folders of processes that died (or older than an hour). Each entry is moved aside "
+            "before it is removed, so a process reading it sees it whole or not at all.",
+            {},
+            {cache_dir_option(),
+             {"older-than", "DAYS", "remove entries written more than DAYS days ago"},
+             {"max-size", "SIZE", "then remove the oldest until the rest fit SIZE (2G, 500M)"},
+             {"all-versions", "", "apply the rules to every compiler version's entries"},
+             {"dry-run", "", "print what would be removed, remove nothing"}});
+  if (parse_or_help(args, argc, argv)) return 0;
+  CompileCache cache = open_cache(args);
+  compile::CleanupOptions o;
+  if (args.has("older-than"))
+    o.older_than = std::chrono::seconds(
+        static_cast<int64_t>(std::llround(args.get_double("older-than", 0, 0, 1e6) * 86400)));
+  if (const auto size = args.get("max-size")) o.max_bytes = parse_size(*size, "--max-size");
+  o.all_versions = args.flag("all-versions");
+  o.dry_run = args.flag("dry-run");
+  const auto removed = cache.cleanup(o);
+  uint64_t bytes = 0;
+  for (const auto& r : removed) {
+    bytes += r.bytes;
+    std::cout << (o.dry_run ? "would remove " : "removed ") << r.path.string() << " (" << r.what
+              << ", " << format_bytes(r.bytes) << ")\n";
+  }
+  std::cout << (o.dry_run ? "would remove " : "removed ") << removed.size() << " folders, "
+            << format_bytes(bytes) << "\n";
+  return 0;
+}
+
+int cache_sync(int argc, char** argv) {
+  Args args("cache sync",
+            "Copies every ready module of this compiler version into the cache folder DIR "
+            "(same layout; e.g. a shared folder other machines fetch from), each checked "
+            "against its manifest and published there atomically. Modules already there and "
+            "valid are skipped; a corrupt module here is reported, not copied.",
+            {}, {cache_dir_option(), {"to", "DIR", "the cache folder to copy into (required)"}});
+  if (parse_or_help(args, argc, argv)) return 0;
+  const auto to = args.get("to");
+  if (!to) throw UsageError("lathe cache sync: give the folder to copy into with --to DIR");
+  const CompileCache cache = open_cache(args);
+  const auto r = cache.sync_to(*to);
+  for (const auto& e : r.errors) std::cerr << "lathe cache sync: " << e << "\n";
+  std::cout << "copied " << r.copied << " modules to " << *to << " (" << r.already_there
+            << " already there)\n";
+  if (!r.errors.empty())
+    fail(r.errors.size(),
+         " modules could not be copied (see above); lathe cache cleanup "
+         "removes damaged ones, the next compile makes them again");
+  return 0;
+}
+
+// Fetches `keys` from `from` into `cache`, printing each module's outcome: what arrived on
+// stdout, what did not on stderr. Returns the exit code: 0 when every module is now in the
+// cache, else 1. (`fetch MODEL_DIR` and `lookup` reuse it with the keys of a model's graphs.)
+int fetch_keys(const std::vector<ModuleKey>& keys, const std::string& from, CompileCache& cache) {
+  int missing = 0;
+  for (const auto& r : cache.fetch(keys, from)) {
+    const bool ok = r.outcome == FetchOutcome::Fetched || r.outcome == FetchOutcome::AlreadyPresent;
+    missing += !ok;
+    (ok ? std::cout : std::cerr) << (ok ? "" : "lathe cache fetch: ") << r.key.dir_name() << ": "
+                                 << compile::fetch_outcome_name(r.outcome) << ": " << r.message
+                                 << "\n";
+  }
+  if (missing > 0)
+    std::cerr << "lathe cache fetch: " << missing << " of " << keys.size()
+              << " modules were not fetched\n";
+  return missing > 0 ? 1 : 0;
+}
+
+// Args keeps the last value of a repeated option, so the values of a repeatable one are
+// taken out of argv first.
+std::vector<std::string> take_repeated(std::vector<char*>& argv, const std::string& name,
+                                       const std::string& command) {
+  std::vector<std::string> values;
+  std::vector<char*> rest;
+  const std::string flag = "--" + name;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string a = argv[i];
+    if (a == flag) {
+      if (i + 1 >= argv.size() || std::string(argv[i + 1]).rfind("--", 0) == 0)
+        throw UsageError(cat("lathe ", command, ": ", flag, " needs a value"));
+      values.push_back(argv[++i]);
+    } else if (a.rfind(flag + "=", 0) == 0) {
+      values.push_back(a.substr(flag.size() + 1));
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  argv = rest;
+  return values;
+}
+
+int cache_fetch(int argc, char** argv) {
+  Args args("cache fetch",
+            "Fetches modules of this compiler version from another cache: FROM is an http:// "
+            "or https:// URL or a folder holding the same layout (e.g. a folder served by any "
+            "static file server, or filled by lathe cache sync). Each module's manifest.json "
+            "must name this compiler version and its `done` marker must be there; each file "
+            "is checked against its size and sha256 before the module is published here, so a "
+            "partial or corrupt download never enters the cache. A module that failed to "
+            "compile there is reported, not fetched. Exit code 1 unless every module is here "
+            "afterwards.",
+            {},
+            {cache_dir_option(),
+             {"from", "URL|DIR", "the cache to fetch from (required)"},
+             {"key", "KEY", "a module, MODULE_<graph hash>+<flags hash> (repeatable)"}});
+  std::vector<char*> rest(argv, argv + argc);
+  const auto key_texts = take_repeated(rest, "key", "cache fetch");
+  if (parse_or_help(args, static_cast<int>(rest.size()), rest.data())) return 0;
+  const auto from = args.get("from");
+  if (!from) throw UsageError("lathe cache fetch: give the cache to fetch from with --from");
+  if (key_texts.empty())
+    throw UsageError("lathe cache fetch: give the modules to fetch with --key MODULE_<g>+<f>");
+  std::vector<ModuleKey> keys;
+  for (const auto& k : key_texts) {
+    try {
+      keys.push_back(ModuleKey::parse(k));
+    } catch (const Error& e) {
+      throw UsageError(cat("lathe cache fetch: --key: ", e.what()));
+    }
+  }
+  CompileCache cache = open_cache(args);
+  return fetch_keys(keys, *from, cache);
+}
+
+struct Subcommand {
+  const char* name;
+  int (*run)(int argc, char** argv);
+};
+
+// Adding a subcommand: a function above, a row here, a line in kCacheUsage.
+constexpr Subcommand kSubcommands[] = {
+    {"status", cache_status},
+    {"cleanup", cache_cleanup},
+    {"sync", cache_sync},
+    {"fetch", cache_fetch},
+};
+
+}  // namespace
+
+int cmd_cache(int argc, char** argv) {
+  const std::string sub = argc > 2 ? argv[2] : "";
+  for (const auto& s : kSubcommands)
+    if (sub == s.name) return s.run(argc, argv);
+  if (sub == "--help" || sub == "-h" || sub == "help") {
+    std::cout << kCacheUsage;
+    return 0;
+  }
+  std::cerr << (sub.empty() ? "" : "lathe cache: unknown subcommand \"" + sub + "\"\n")
+            << kCacheUsage;
+  return 2;
+}
+
+}  // namespace lathe
