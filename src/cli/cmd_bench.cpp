@@ -17,6 +17,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
 #include "cli/commands.h"
+#include "compile/compiler.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/version.h"
@@ -51,7 +52,8 @@ The prompt is --prompt-tokens token ids (1 + 7919 i) mod vocab_size, so no token
 decoding is greedy and ignores end-of-sequence tokens, so every run makes --new-tokens tokens.
 --json prints one object with these fields, the per-run figures ("runs") and the setting:
 model_dir, architecture, dtype, quantize (q8_0, q4_0 or null) and quantized_matrices, kv_dtype,
-threads, max_seq, reference_kernels, eager, cpu, cpu_kernels (the kernel level: portable, avx2,
+threads, max_seq, reference_kernels, eager, compiled (with --compiled: modules_compiled,
+modules_loaded, modules_failed, seconds, variants_timed, modules; else null), cpu, cpu_kernels (the kernel level: portable, avx2,
 avx512 or avx512bf16, or reference), quant_kernels (with --quantize: portable, avx2 or
 avx512vnni), lathe_version, lathe_commit.
 )";
@@ -210,6 +212,14 @@ int cmd_bench(int argc, char** argv) {
   const std::string cpu = cpu_model_name();
   const std::string kernels =
       rt->ctx.reference_kernels ? "reference" : cpu::isa_name(cpu::active_isa());
+  // --compiled: what the compiled mode did over all runs (warm-up included).
+  OrderedJson compiled = nullptr;
+  if (rt->compiler) {
+    const compile::CompileStats& s = rt->compiler->stats();
+    compiled = {{"modules_compiled", s.compiled},       {"modules_loaded", s.loaded},
+                {"modules_failed", s.failed},           {"seconds", s.seconds},
+                {"variants_timed", s.work.nodes_timed}, {"modules", s.keys}};
+  }
   if (json) {
     OrderedJson per_run = OrderedJson::array();
     for (const Run& r : runs)
@@ -231,6 +241,7 @@ int cmd_bench(int argc, char** argv) {
         {"max_seq", rt->max_seq},
         {"reference_kernels", rt->ctx.reference_kernels},
         {"eager", rt->ctx.eager},
+        {"compiled", compiled},
         {"cpu", cpu},
         {"cpu_kernels", kernels},
         {"quant_kernels", info.quantized ? OrderedJson(quant_kernels) : OrderedJson(nullptr)},
@@ -274,6 +285,12 @@ int cmd_bench(int argc, char** argv) {
   print_row("decode per token", each(&Run::decode_ms), "ms", 2);
   if (peak_mib) print_row("peak resident memory", {*peak_mib}, "MiB", 1);
   print_row("KV cache", {kv_mib}, "MiB", 2);
+  if (rt->compiler) {
+    const compile::CompileStats& s = rt->compiler->stats();
+    std::cout << "\ncompiled mode: " << s.compiled << " modules compiled, " << s.loaded
+              << " read from the compile cache, " << s.failed << " failed; " << s.seconds
+              << " s in all (in the first run's time to first token unless warmed up)\n";
+  }
   return 0;
 }
 

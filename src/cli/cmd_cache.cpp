@@ -10,7 +10,10 @@
 
 #include "cli/commands.h"
 #include "compile/cache.h"
+#include "compile/compiler.h"
 #include "core/error.h"
+#include "io/json.h"
+#include "models/engine.h"
 
 namespace lathe {
 namespace fs = std::filesystem;
@@ -27,11 +30,14 @@ graphs, kept by compiler version and key, so that later runs and other machines 
 
 subcommands:
   status                 the cache's folder, compiler version, entries and size
+  lookup MODEL           the modules MODEL needs (with generate's options) and which are here
   cleanup                remove old entries, or the oldest until the cache fits a size, and
                          the temporary folders of processes that died
   sync --to DIR          copy this version's modules into another cache folder
   fetch --from URL|DIR --key KEY [--key KEY ...]
                          fetch modules from another cache, over HTTP(S) or from a folder
+  fetch MODEL --from URL|DIR
+                         fetch the modules MODEL needs (options as lookup's) that it has
 
 layout: ROOT/lathe-<compiler version>/MODULE_<graph hash>+<flags hash>/ holds a module's files,
 manifest.json (each file's size and sha256) and `done`, written last; a failed compile holds
@@ -291,6 +297,96 @@ int fetch_keys(const std::vector<ModuleKey>& keys, const std::string& from, Comp
   return missing > 0 ? 1 : 0;
 }
 
+// The options that say which modules a model needs: how it runs (as generate's), which prompt
+// lengths, which logit rows; the compile cache; where MODEL is.
+std::vector<OptionSpec> model_module_options() {
+  std::vector<OptionSpec> o;
+  for (auto& r : runtime_options())
+    if (r.name != "eager" && r.name != "compiled" && r.name != "recompile") o.push_back(r);
+  for (auto& m : model_options()) o.push_back(m);
+  o.push_back({"prompt-tokens", "N",
+               "the longest prompt to cover (default 256, the longest step: longer prompts run "
+               "in steps of 256)"});
+  o.push_back({"all-logits", "",
+               "the modules of steps that want every row's logits (lathe logits), not only the "
+               "last row's (generate)"});
+  return o;
+}
+
+// `s` and spaces up to `width` columns (one at least).
+std::string pad(const std::string& s, size_t width) {
+  return s + std::string(s.size() < width ? width - s.size() : 1, ' ');
+}
+
+// A module a model needs: its step bucket and key.
+struct NeededModule {
+  int64_t tokens, rows;
+  ModuleKey key;
+};
+
+// The modules `lathe generate --compiled` (or `lathe logits --compiled` with --all-logits)
+// needs for MODEL with these options: the decode step's, and one per prompt bucket (powers of
+// two) up to --prompt-tokens. They are keyed as the engine keys them (models/engine.h's
+// buckets, compile/compiler.h's flags), on this machine's kernels and --threads.
+std::vector<NeededModule> needed_modules(const Args& args) {
+  const std::string dir = resolve_model_arg(args.positionals()[0], args);
+  auto rt = load_runtime(dir, args, /*compiled_options=*/false);
+  const auto* model = dynamic_cast<const GraphModel*>(rt->model.get());
+  if (!model) fail(dir, ": ", rt->model->info().architecture, " does not run on the engine");
+  const int64_t prompt = args.get_int("prompt-tokens", 256, 1, int64_t{1} << 22);
+  const bool all_logits = args.flag("all-logits");
+  const Engine engine(*model, rt->ctx);
+  const Backend& backend = cpu_backend(rt->ctx.reference_kernels);
+  const int64_t max_context = context_bucket(rt->max_seq);
+  const int64_t longest = std::min(prompt, GraphModel::kDefaultMaxStepTokens);
+  std::vector<StepBucket> buckets = {{1, 1}};
+  for (int64_t t = 2; t / 2 < longest; t *= 2) buckets.push_back({t, all_logits ? t : 1});
+  std::vector<NeededModule> out;
+  for (const StepBucket& b : buckets) {
+    const compile::Flags flags =
+        compile::step_flags(backend, rt->pool->size(), max_context, b.tokens, b.rows, 1);
+    out.push_back(
+        {b.tokens, b.rows, compile::module_key(engine.build_graph(b.tokens, b.rows), flags)});
+  }
+  return out;
+}
+
+int cache_lookup(int argc, char** argv) {
+  std::vector<OptionSpec> options = model_module_options();
+  options.push_back({"json", "", "print one JSON object instead"});
+  Args args("cache lookup",
+            "The compiled modules MODEL needs with these options (as lathe generate --compiled "
+            "runs it: --dtype, --quantize, --threads, --max-seq, this machine's kernels) and "
+            "whether this cache has each: the decode step's, and one per prompt bucket (2, 4, "
+            "8, ... tokens) up to --prompt-tokens. A missing module is compiled on first use; "
+            "lathe cache fetch MODEL --from fetches those another cache has.",
+            {"MODEL"}, options);
+  if (parse_or_help(args, argc, argv)) return 0;
+  const std::vector<NeededModule> needed = needed_modules(args);
+  CompileCache cache = open_cache(args);
+  Json rows = Json::array();
+  int ready = 0;
+  for (const NeededModule& m : needed) {
+    const CompileCache::State state = cache.state(m.key);
+    ready += state == CompileCache::State::Ready;
+    rows.push_back({{"tokens", m.tokens},
+                    {"rows", m.rows},
+                    {"module", m.key.dir_name()},
+                    {"state", compile::state_name(state)}});
+  }
+  if (args.flag("json")) {
+    std::cout << Json{{"cache", cache.version_dir().string()}, {"modules", rows}}.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "compile cache " << cache.version_dir().string() << ": " << ready << " of "
+            << needed.size() << " modules ready\n";
+  for (const NeededModule& m : needed) {
+    std::cout << "  " << pad(m.tokens == 1 ? "decode" : cat("prompt <= ", m.tokens), 16)
+              << pad(compile::state_name(cache.state(m.key)), 9) << m.key.dir_name() << "\n";
+  }
+  return 0;
+}
+
 // Args keeps the last value of a repeated option, so the values of a repeatable one are
 // taken out of argv first.
 std::vector<std::string> take_repeated(std::vector<char*>& argv, const std::string& name,
@@ -314,6 +410,32 @@ std::vector<std::string> take_repeated(std::vector<char*>& argv, const std::stri
   return values;
 }
 
+// lathe cache fetch MODEL --from URL|DIR: the modules MODEL needs that FROM has.
+int fetch_model(int argc, char** argv) {
+  std::vector<OptionSpec> options = model_module_options();
+  options.push_back({"from", "URL|DIR", "the cache to fetch from (required)"});
+  Args args("cache fetch", "", {"MODEL"}, options);
+  if (parse_or_help(args, argc, argv)) return 0;
+  const auto from = args.get("from");
+  if (!from) throw UsageError("lathe cache fetch: give the cache to fetch from with --from");
+  std::vector<ModuleKey> keys;
+  for (const NeededModule& m : needed_modules(args)) keys.push_back(m.key);
+  CompileCache cache = open_cache(args);
+  int here = 0, bad = 0;
+  for (const auto& r : cache.fetch(keys, *from)) {
+    const bool ok = r.outcome == FetchOutcome::Fetched || r.outcome == FetchOutcome::AlreadyPresent;
+    here += ok;
+    // Not every bucket need have been compiled there: a missing one is compiled on first use.
+    bad += r.outcome == FetchOutcome::Error || r.outcome == FetchOutcome::RemoteFailed;
+    (r.outcome == FetchOutcome::Error ? std::cerr : std::cout)
+        << r.key.dir_name() << ": " << compile::fetch_outcome_name(r.outcome) << ": " << r.message
+        << "\n";
+  }
+  std::cout << here << " of " << keys.size() << " modules are in the cache\n";
+  if (bad > 0) fail(bad, " modules could not be fetched (above)");
+  return 0;
+}
+
 int cache_fetch(int argc, char** argv) {
   Args args("cache fetch",
             "Fetches modules of this compiler version from another cache: FROM is an http:// "
@@ -330,6 +452,8 @@ int cache_fetch(int argc, char** argv) {
              {"key", "KEY", "a module, MODULE_<graph hash>+<flags hash> (repeatable)"}});
   std::vector<char*> rest(argv, argv + argc);
   const auto key_texts = take_repeated(rest, "key", "cache fetch");
+  if (key_texts.empty() && rest.size() > 3 && std::string(rest[3]).rfind("-", 0) != 0)
+    return fetch_model(static_cast<int>(rest.size()), rest.data());
   if (parse_or_help(args, static_cast<int>(rest.size()), rest.data())) return 0;
   const auto from = args.get("from");
   if (!from) throw UsageError("lathe cache fetch: give the cache to fetch from with --from");
@@ -354,10 +478,8 @@ struct Subcommand {
 
 // Adding a subcommand: a function above, a row here, a line in kCacheUsage.
 constexpr Subcommand kSubcommands[] = {
-    {"status", cache_status},
-    {"cleanup", cache_cleanup},
-    {"sync", cache_sync},
-    {"fetch", cache_fetch},
+    {"status", cache_status}, {"lookup", cache_lookup}, {"cleanup", cache_cleanup},
+    {"sync", cache_sync},     {"fetch", cache_fetch},
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "compile/cache.h"
 #include "core/error.h"
 #include "core/version.h"
 #include "io/durable.h"
@@ -74,6 +75,13 @@ std::vector<OptionSpec> protocol_options() {
        "fixture; \"none\": only cached references)"},
       {"reference-bridge", "FILE", "the bridge script (default tools/reference/bridge.py)"},
       {"reference-timeout", "S", "seconds the bridge may take per model (default 3600)"},
+      {"eager", "", "run the models unplanned, node by node, instead of compiled"},
+      {"cache-dir", "DIR",
+       "the compile cache of the compiled mode, the default (default: $LATHE_CACHE_DIR, else "
+       "~/.cache/lathe/compile-cache; docs/compile-cache.md)"},
+      {"cache-remote", "URL|DIR",
+       "where this cache's modules are published (lathe cache sync --to): the rows' fetch "
+       "commands name it (default: the cache folder itself)"},
   };
 }
 
@@ -95,6 +103,9 @@ ProtocolOptions read_protocol_options(const Args& args, bool detect_python) {
   p.threads = static_cast<int>(args.get_int("threads", 1, 1, 1024));
   p.max_new_tokens = args.get_int("max-new-tokens", 32, 1, 4096);
   p.prompt_text = args.get_or("prompt", p.prompt_text);
+  p.compiled = !args.flag("eager");
+  p.compile_cache = fs::absolute(args.get_or("cache-dir", compile::default_cache_root().string()));
+  p.cache_remote = args.get_or("cache-remote", "");
   const char* home = std::getenv("HOME");
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const fs::path cache_home = xdg && *xdg ? fs::path(xdg) : fs::path(home ? home : ".") / ".cache";

@@ -7,6 +7,8 @@
 
 #include "backends/cpu/isa.h"
 #include "cli/commands.h"
+#include "compile/cache.h"
+#include "compile/compiler.h"
 #include "core/error.h"
 #include "lab/golden_check.h"
 
@@ -80,6 +82,9 @@ int tiny_check(int argc, char** argv) {
   const int threads = static_cast<int>(args.get_int("threads", 2, 1, 1024));
   ThreadPool pool(threads);
   Context ctx{&pool, args.flag("reference-kernels"), args.flag("eager"), kv_dtype};
+  std::unique_ptr<compile::CompileCache> cache;
+  std::unique_ptr<compile::Compiler> compiler;
+  compiled_mode_option(args, cache, compiler, ctx);
   const fs::path work = fs::temp_directory_path() / cat("lathe-tiny-", ::getpid());
   int failures = 0, unquantized = 0;
   std::printf("%-30s %-22s %10s %9s %7s  %s\n", "fixture", "architecture", "logit NMSE", "top-1",

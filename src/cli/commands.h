@@ -39,21 +39,41 @@ std::vector<OptionSpec> model_options();
 // throws lathe::Error naming the `lathe pull` command when the cache lacks it.
 std::string resolve_model_arg(const std::string& arg, const Args& args);
 
-// A model loaded for running, with the threads it runs on.
+namespace compile {
+class CompileCache;
+class Compiler;
+}  // namespace compile
+
+// A model loaded for running, with the threads it runs on (and with --compiled, the compiler
+// and cache its steps' schedules come from).
 struct Runtime {
+  Runtime();
+  ~Runtime();
   Checkpoint checkpoint;
   std::unique_ptr<Model> model;
   std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<compile::CompileCache> cache;
+  std::unique_ptr<compile::Compiler> compiler;
   Context ctx;
   int64_t max_seq = 0;
 };
+// --cache-dir's compile cache, else the default root's.
+std::unique_ptr<compile::CompileCache> compile_cache_option(const Args& args);
+// A usage error for --compiled with --eager, or --recompile or --cache-dir without --compiled.
+void check_compiled_options(const Args& args);
+// With --compiled: the compile cache and a compiler over it, which ctx's steps then use.
+void compiled_mode_option(const Args& args, std::unique_ptr<compile::CompileCache>& cache,
+                          std::unique_ptr<compile::Compiler>& compiler, Context& ctx);
 // --quantize's type (Q8_0, Q4_0), if given; a UsageError for another value.
 std::optional<DType> quantize_option(const Args& args);
 // --mxfp4 dequantize (true) or native (false, the default); a UsageError for another value.
 bool dequantize_mxfp4_option(const Args& args);
 // Loads MODEL_DIR with --dtype, --threads, --max-seq and --reference-kernels from `args`
 // (and --kv-dtype into ctx.kv_dtype, which the caches the caller makes take).
-std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args);
+// With compiled_options (generate, logits, bench): --compiled, --recompile and --cache-dir
+// set up the compiled mode; without (lathe cache), they are not looked at.
+std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args,
+                                      bool compiled_options = true);
 
 // The whole content of a text file; throws lathe::Error naming it when it cannot be read.
 std::string read_text_file(const std::string& path);

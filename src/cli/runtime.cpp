@@ -6,6 +6,8 @@
 
 #include "backends/cpu/isa.h"
 #include "cli/commands.h"
+#include "compile/cache.h"
+#include "compile/compiler.h"
 #include "core/error.h"
 #include "core/quant.h"
 #include "io/json.h"
@@ -26,7 +28,19 @@ std::vector<OptionSpec> runtime_options() {
       {"max-seq", "N", "KV cache positions (default: min(max_position_embeddings, 4096))"},
       {"reference-kernels", "", "use the portable reference kernels (slow; for checking)"},
       {"eager", "", "run each graph node as it is built, unplanned (debugging; same numbers)"},
+      {"compiled", "",
+       "compiled mode: each step shape's memory plan and measured kernel choices, compiled "
+       "once and kept in the compile cache (docs/compile-cache.md; same numbers)"},
+      {"recompile", "", "with --compiled: compile again, even modules that failed before"},
+      {"cache-dir", "DIR",
+       "the compile cache (default: $LATHE_CACHE_DIR, else ~/.cache/lathe/compile-cache)"},
   };
+}
+
+std::unique_ptr<compile::CompileCache> compile_cache_option(const Args& args) {
+  const auto dir = args.get("cache-dir");
+  return std::make_unique<compile::CompileCache>(dir ? std::filesystem::path(*dir)
+                                                     : compile::default_cache_root());
 }
 
 std::optional<DType> quantize_option(const Args& args) {
@@ -51,10 +65,32 @@ bool dequantize_mxfp4_option(const Args& args) {
   return m == "dequantize";
 }
 
-std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args) {
+void check_compiled_options(const Args& args) {
+  if (args.flag("compiled") && args.flag("eager"))
+    throw UsageError("--compiled and --eager exclude each other");
+  if ((args.flag("recompile") || args.get("cache-dir")) && !args.flag("compiled"))
+    throw UsageError("--recompile and --cache-dir go with --compiled");
+}
+
+void compiled_mode_option(const Args& args, std::unique_ptr<compile::CompileCache>& cache,
+                          std::unique_ptr<compile::Compiler>& compiler, Context& ctx) {
+  check_compiled_options(args);
+  if (!args.flag("compiled")) return;
+  cache = compile_cache_option(args);
+  compiler = std::make_unique<compile::Compiler>(
+      compile::CompilerOptions{.cache = cache.get(), .recompile = args.flag("recompile")});
+  ctx.compiled = compiler.get();
+}
+
+Runtime::Runtime() = default;
+Runtime::~Runtime() = default;
+
+std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args,
+                                      bool compiled_options) {
   auto rt = std::make_unique<Runtime>();
   cpu::active_isa();  // a bad LATHE_CPU_ISA fails here, before any loading
   rt->ctx.kv_dtype = kv_dtype_option(args);
+  if (compiled_options) check_compiled_options(args);
   ModelOptions opts;
   if (auto d = args.get("dtype")) {
     if (*d == "f32")
@@ -76,6 +112,7 @@ std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args) 
   rt->ctx.eager = args.flag("eager");
   const int64_t max_pos = rt->model->info().max_position_embeddings;
   rt->max_seq = args.get_int("max-seq", std::min<int64_t>(max_pos, 4096), 1, int64_t{1} << 22);
+  if (compiled_options) compiled_mode_option(args, rt->cache, rt->compiler, rt->ctx);
   return rt;
 }
 

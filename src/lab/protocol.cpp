@@ -16,6 +16,8 @@
 #include <span>
 #include <thread>
 
+#include "compile/cache.h"
+#include "compile/compiler.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "core/version.h"
@@ -27,6 +29,7 @@
 #include "lab/compare.h"
 #include "lab/dataset.h"
 #include "lab/golden_check.h"
+#include "models/engine.h"
 #include "models/features.h"
 #include "models/registry.h"
 #include "tokenizer/tokenizer.h"
@@ -152,7 +155,7 @@ std::string run_script(const CatalogEntry& e, const ProtocolOptions& o,
   s += cat("build/lathe generate ", shell_quote(model), " --prompt-ids ",
            shell_quote(Json(prompt).dump()), " --max-new-tokens ", o.max_new_tokens,
            " --greedy --dtype ", o.dtype, " --threads ", o.threads, " --max-seq ", max_seq,
-           " --json\n");
+           o.compiled ? " --compiled" : "", " --json\n");
   return s;
 }
 
@@ -284,6 +287,9 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
   row.started_at = utc_now();
   Stages stages(row, o.progress_file);
   const bool f32 = o.dtype == "f32";
+  // The compiled mode's cache and compiler: they outlive the try, for the row's figures.
+  std::unique_ptr<compile::CompileCache> compile_cache;
+  std::unique_ptr<compile::Compiler> compiler;
   const auto record_error = [&](const std::string& status, const std::string& type,
                                 const std::string& message) {
     row.status = status;
@@ -355,8 +361,7 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
     for (const auto& name : ckpt.tensor_names())
       row.parameters += shape_numel(ckpt.entry(name).shape);
 
-    stages.enter("compile");  // eager mode: nothing to compile yet
-    stages.enter("generate");
+    stages.enter("compile");
     if (row.prompt_ids.empty())
       row.prompt_ids = Tokenizer::load(dir).encode_prompt(o.prompt_text, true);
     for (int32_t id : row.prompt_ids)
@@ -366,6 +371,19 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
     row.run_script = run_script(e, o, row.prompt_ids, max_seq);
     ThreadPool pool(o.threads);
     Context ctx{&pool, false};
+    if (o.compiled) {
+      compile_cache = std::make_unique<compile::CompileCache>(o.compile_cache);
+      compiler = std::make_unique<compile::Compiler>(
+          compile::CompilerOptions{.cache = compile_cache.get()});
+      ctx.compiled = compiler.get();
+      // The modules of the prompt's step and of a decode step (the rest, as they come).
+      if (const auto* gm = dynamic_cast<const GraphModel*>(model.get())) {
+        Engine engine(*gm, ctx);
+        engine.prepare(static_cast<int64_t>(row.prompt_ids.size()), 1, max_seq);
+        engine.prepare(1, 1, max_seq);
+      }
+    }
+    stages.enter("generate");
     GenerateOptions go;
     go.max_new_tokens = o.max_new_tokens;
     go.eos_token_ids = ckpt.generation().eos_token_ids;
@@ -460,7 +478,18 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
   rusage self{};
   if (::getrusage(RUSAGE_SELF, &self) == 0)
     row.peak_memory_bytes = static_cast<int64_t>(self.ru_maxrss) * 1024;
-  row.compile_seconds = 0;  // eager mode: compiling is a no-op until compiled mode exists
+  if (compiler) {
+    const compile::CompileStats& s = compiler->stats();
+    row.compile_seconds = s.seconds;
+    for (const std::string& k : s.keys)
+      row.compile_cache_key += (row.compile_cache_key.empty() ? "" : " ") + k;
+    if (!s.keys.empty()) {
+      row.compile_cache_fetch =
+          cat("build/lathe cache fetch --from ",
+              shell_quote(o.cache_remote.empty() ? o.compile_cache.string() : o.cache_remote));
+      for (const std::string& k : s.keys) row.compile_cache_fetch += " --key " + k;
+    }
+  }
   row.total_seconds = stages.elapsed();
   row.finished_at = utc_now();
   return row;

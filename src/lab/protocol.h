@@ -3,7 +3,9 @@
 //   inspect    config.json: is the architecture supported?
 //   plan       cores and memory: one core until sharding exists; does it fit the limit?
 //   load       open the safetensors files and build the model
-//   compile    nothing yet (eager mode); recorded as zero seconds
+//   compile    the compiled mode's modules for the prompt's step and the decode step, read
+//              from the compile cache or compiled into it (nothing with --eager); the row's
+//              compile_seconds is all the compiling and module reading of the run
 //   generate   32 greedy tokens through the static KV cache
 //   reference  transformers f32 on CPU: the cache, else the bridge
 //   compare    tokens, teacher-forced logits and the first diverging layer, the logits of the
@@ -39,6 +41,11 @@ struct ProtocolOptions {
   std::string prompt_text = "The capital of France is";
   int64_t memory_limit_bytes = 0;       // the plan stage refuses models that cannot fit
   std::filesystem::path progress_file;  // each stage's name is appended as it starts
+  // The compiled mode (docs/compile-cache.md), the lab's default: modules kept in
+  // compile_cache; rows name cache_remote (else compile_cache) in their fetch command.
+  bool compiled = true;
+  std::filesystem::path compile_cache;
+  std::string cache_remote;
 };
 
 // Runs the protocol and returns its row; every failure becomes a row, never an exception

@@ -60,7 +60,11 @@ std::vector<std::string> child_args(const SweepOptions& o, const fs::path& entry
                                 "--max-new-tokens",
                                 std::to_string(p.max_new_tokens),
                                 "--prompt",
-                                p.prompt_text};
+                                p.prompt_text,
+                                "--cache-dir",
+                                p.compile_cache.string()};
+  if (!p.compiled) a.push_back("--eager");
+  if (!p.cache_remote.empty()) a.insert(a.end(), {"--cache-remote", p.cache_remote});
   if (p.bridge) {
     a.insert(a.end(),
              {"--reference-python", p.bridge->python, "--reference-bridge", p.bridge->script,

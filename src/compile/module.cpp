@@ -1,0 +1,173 @@
+#include "compile/module.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "core/error.h"
+#include "io/json.h"
+
+namespace lathe::compile {
+namespace {
+
+// FNV-1a, as Graph::hash: stable across runs and machines.
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Nodes that can share one measurement: the same op over the same shapes and dtypes.
+std::string signature(const graph::Graph& g, const graph::Node& node) {
+  std::string s = graph::op_name(node.op);
+  auto add = [&](const graph::Node& n) {
+    s += '|';
+    for (int64_t d : n.shape) s += std::to_string(d) + ',';
+    s += dtype_name(n.dtype);
+  };
+  add(node);
+  for (graph::Value in : node.inputs)
+    if (in.valid()) add(g.at(in));
+  return s;
+}
+
+// The best of `reps` runs of node i with variant v, after one run to warm caches.
+double best_time(graph::Plan& plan, ThreadPool& pool, size_t i, int v) {
+  double once = plan.time_node(pool, i, v);
+  const int reps = once > 0.25 ? 1 : 3;  // a big prefill matmul: one more run is enough
+  double best = plan.time_node(pool, i, v);
+  for (int r = 1; r < reps; ++r) best = std::min(best, plan.time_node(pool, i, v));
+  return best;
+}
+
+template <class T>
+T field(const Json& j, const char* key, const std::string& origin) {
+  if (!j.is_object() || !j.contains(key)) fail(origin, ": missing field ", key);
+  try {
+    return j.at(key).get<T>();
+  } catch (const std::exception&) {
+    fail(origin, ": field ", key, " has the wrong type");
+  }
+}
+
+}  // namespace
+
+std::string hex_hash(uint64_t h) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string Flags::json() const {
+  const Json j = {{"format", kModuleFormat},
+                  {"backend", backend},
+                  {"kernels", kernels},
+                  {"threads", threads},
+                  {"max_context", max_context},
+                  {"tokens", tokens},
+                  {"rows", rows},
+                  {"shard", shard}};
+  return j.dump(2) + "\n";
+}
+
+std::string Flags::hash() const {
+  return hex_hash(fnv1a(json()));
+}
+
+std::string Module::json() const {
+  Json slots = Json::array();
+  for (const graph::Schedule::Slot& s : schedule.slots)
+    slots.push_back({s.node, s.workspace ? 1 : 0, s.offset, s.bytes});
+  Json tuned_nodes = Json::array();
+  for (const Tuned& t : tuned)
+    tuned_nodes.push_back(
+        {{"node", t.node}, {"name", t.name}, {"variant", t.variant}, {"seconds", t.seconds}});
+  const Json j = {{"format", kModuleFormat},
+                  {"graph_hash", graph_hash},
+                  {"flags_hash", flags.hash()},
+                  {"flags", parse_json(flags.json(), "flags")},
+                  {"arena_bytes", schedule.arena_bytes},
+                  {"slots", slots},
+                  {"variants", schedule.variants},
+                  {"tuned", tuned_nodes},
+                  {"compile_seconds", compile_seconds}};
+  return j.dump(1) + "\n";
+}
+
+Module Module::parse(const std::string& text, const std::string& origin) {
+  const Json j = parse_json(text, origin);
+  if (field<int>(j, "format", origin) != kModuleFormat)
+    fail(origin, ": module format ", j.at("format").dump(), ", this lathe reads ", kModuleFormat);
+  Module m;
+  m.graph_hash = field<std::string>(j, "graph_hash", origin);
+  const Json& f = j.at("flags");
+  m.flags.backend = field<std::string>(f, "backend", origin);
+  m.flags.kernels = field<std::string>(f, "kernels", origin);
+  m.flags.threads = field<int>(f, "threads", origin);
+  m.flags.max_context = field<int64_t>(f, "max_context", origin);
+  m.flags.tokens = field<int64_t>(f, "tokens", origin);
+  m.flags.rows = field<int64_t>(f, "rows", origin);
+  m.flags.shard = field<std::string>(f, "shard", origin);
+  if (m.flags.hash() != field<std::string>(j, "flags_hash", origin))
+    fail(origin, ": flags_hash does not match its flags");
+  m.schedule.arena_bytes = field<uint64_t>(j, "arena_bytes", origin);
+  const Json& slots = j.at("slots");
+  if (!slots.is_array()) fail(origin, ": slots is not a list");
+  for (const Json& s : slots) {
+    if (!s.is_array() || s.size() != 4)
+      fail(origin, ": a slot is not [node, workspace, offset, bytes]");
+    try {
+      m.schedule.slots.push_back(
+          {s[0].get<int32_t>(), s[1].get<int>() != 0, s[2].get<uint64_t>(), s[3].get<uint64_t>()});
+    } catch (const std::exception&) {
+      fail(origin, ": a slot holds something other than non-negative integers");
+    }
+  }
+  m.schedule.variants = field<std::vector<int32_t>>(j, "variants", origin);
+  for (const Json& t : j.at("tuned"))
+    m.tuned.push_back({field<int32_t>(t, "node", origin), field<std::string>(t, "name", origin),
+                       field<int32_t>(t, "variant", origin),
+                       field<std::vector<double>>(t, "seconds", origin)});
+  m.compile_seconds = field<double>(j, "compile_seconds", origin);
+  return m;
+}
+
+Module compile_module(const graph::Graph& bucket, const Backend& backend, ThreadPool& pool,
+                      const Flags& flags, Work& work) {
+  const auto start = std::chrono::steady_clock::now();
+  graph::Plan plan(bucket, backend, pool.size(), flags.max_context);
+  ++work.plans;
+  Module m;
+  m.graph_hash = hex_hash(bucket.hash());
+  m.flags = flags;
+  std::map<std::string, Tuned> measured;  // by signature
+  for (size_t i = 0; i < bucket.nodes.size(); ++i) {
+    const graph::Node& node = bucket.nodes[i];
+    const int n = backend.variants(bucket, node);
+    if (n <= 1) continue;
+    const std::string sig = signature(bucket, node);
+    auto it = measured.find(sig);
+    if (it == measured.end()) {
+      Tuned t{
+          static_cast<int32_t>(i), node.name.empty() ? graph::op_name(node.op) : node.name, 0, {}};
+      for (int v = 0; v < n; ++v) {
+        t.seconds.push_back(best_time(plan, pool, i, v));
+        ++work.nodes_timed;
+      }
+      for (int v = 1; v < n; ++v)
+        if (t.seconds[static_cast<size_t>(v)] < 0.97 * t.seconds[0] &&
+            t.seconds[static_cast<size_t>(v)] < t.seconds[static_cast<size_t>(t.variant)])
+          t.variant = v;
+      it = measured.emplace(sig, std::move(t)).first;
+      m.tuned.push_back(it->second);
+    }
+    plan.set_variant(i, it->second.variant);
+  }
+  m.schedule = plan.schedule();
+  m.compile_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return m;
+}
+
+}  // namespace lathe::compile

@@ -1,0 +1,76 @@
+// A compiled module: what the compiled mode computes once for a step graph and keeps in the
+// compile cache (cache.h), so that a later run, or another machine with the same lathe,
+// skips it:
+//  - the memory plan: where every intermediate and scratch buffer lives in one arena;
+//  - the kernel choices: for every node the backend can run several ways (how a Linear's
+//    work is split over threads and tiled, Backend::variants), the way that measured fastest
+//    on this machine for this shape; every way gives the same bits, so a compiled run equals
+//    an eager one bit for bit.
+// A module is made for a shape bucket (graph/executor.h's Schedule is checked against each
+// graph it serves): prefill steps of 65..128 tokens share the module of 128.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "graph/executor.h"
+
+namespace lathe::compile {
+
+// Bumped when module.json's meaning changes; part of the flags, so old entries are not used.
+inline constexpr int kModuleFormat = 1;
+
+// What besides the graph decides a module's content: the flags hash keys it in the cache
+// (flags.json holds them in words).
+struct Flags {
+  std::string backend;        // Backend::name()
+  std::string kernels;        // Backend::kernel_level(): the instruction set the kernels use
+  int threads = 1;            // the pool the plan is made for (scratch is per thread)
+  int64_t max_context = 0;    // the caches' positions (attention scratch)
+  int64_t tokens = 0;         // the bucket: tokens in a step
+  int64_t rows = 0;           //   and logit rows
+  std::string shard = "tp1";  // the shard layout (one process until sharding exists)
+
+  std::string json() const;
+  std::string hash() const;  // 16 hex digits
+};
+
+// 16 hex digits of a graph's hash (Graph::hash()).
+std::string hex_hash(uint64_t h);
+
+// One tuned node: which variant was chosen and what each measured.
+struct Tuned {
+  int32_t node = 0;
+  std::string name;             // the node's name, or its op
+  int32_t variant = 0;          // the chosen one
+  std::vector<double> seconds;  // best time of each variant, in variant order
+};
+
+struct Module {
+  std::string graph_hash;  // of the bucket's graph
+  Flags flags;
+  graph::Schedule schedule;
+  std::vector<Tuned> tuned;
+  double compile_seconds = 0;
+
+  std::string json() const;  // module.json
+  // Reads module.json; throws lathe::Error naming `origin` and the field when it is malformed.
+  // Sizes are checked against the graph later (graph::check_schedule), not trusted here.
+  static Module parse(const std::string& text, const std::string& origin);
+};
+
+// What compiling counted: the tests check the warm path did none of the costly work.
+struct Work {
+  int64_t nodes_timed = 0;  // kernel variants timed (the costly part)
+  int64_t plans = 0;        // memory plans computed
+};
+
+// Compiles the graph of a bucket: plans its memory, then times each variant of every node
+// the backend can run several ways (nodes of the same op and shapes are timed once) and keeps
+// the fastest; a variant must beat the default by 3% to replace it, so noise does not churn.
+Module compile_module(const graph::Graph& bucket, const Backend& backend, ThreadPool& pool,
+                      const Flags& flags, Work& work);
+
+}  // namespace lathe::compile
