@@ -291,7 +291,7 @@ int fetch_keys(const std::vector<ModuleKey>& keys, const std::string& from, Comp
                                  << compile::fetch_outcome_name(r.outcome) << ": " << r.message
                                  << "\n";
   }
-  if (missing > 0)
+  if (missing > 0 && keys.size() > 1)
     std::cerr << "lathe cache fetch: " << missing << " of " << keys.size()
               << " modules were not fetched\n";
   return missing > 0 ? 1 : 0;

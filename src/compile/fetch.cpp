@@ -101,8 +101,10 @@ class HttpSource : public Source {
     const hub::HttpStatus st = http_.get(url, body, max);
     // Checked first: a 404 page larger than `max` still means "not there".
     if (st.code == 404 || st.code == 410) return std::nullopt;
-    if (!st.transport_error.empty())
-      fail(url, ": ", st.transport_error, " (at most ", max, " bytes are read)");
+    // HttpClient words a body over `max` in MiB, which says "0 MiB" for a marker's bound.
+    if (st.transport_error.rfind("the answer is larger than", 0) == 0)
+      fail(url, ": larger than the ", max, " bytes read at most");
+    if (!st.transport_error.empty()) fail(url, ": ", st.transport_error);
     if (!st.ok()) fail(url, ": HTTP ", st.code);
     return body;
   }

@@ -433,7 +433,7 @@ TEST(CompileCache, SyncToAFolderThenFetchFromItIntoAnEmptyCache) {
 // Serves a cache folder over HTTP on 127.0.0.1, with per-file misbehaviour.
 class CacheServer {
  public:
-  enum class Mode { Normal, CutShort, Truncated, Longer, FlipByte, Error500 };
+  enum class Mode { Normal, CutShort, Truncated, Longer, FlipByte, Error500, Huge };
 
   explicit CacheServer(fs::path root) : root_(std::move(root)) {
     server_.Get(R"(/(.*))", [this](const httplib::Request& req, httplib::Response& res) {
@@ -498,6 +498,10 @@ class CacheServer {
       case Mode::FlipByte:
         data[data.size() / 2] ^= 0x01;
         break;
+      case Mode::Huge:
+        data.assign(2 << 20, ' ');  // valid JSON padding, over the manifest bound
+        data += "{}";
+        break;
       case Mode::Error500:
         res.status = 500;
         res.set_content("internal error", "text/plain");
@@ -518,7 +522,7 @@ class CacheServer {
 TEST(CompileCache, FetchOverHttpTakesGoodModulesAndRejectsEveryBadTransfer) {
   ScratchDir dir("cache-http");
   CompileCache remote(dir / "remote", kVersion);
-  constexpr int kBad = 8;  // keys 1..kBad are served badly
+  constexpr int kBad = 9;  // keys 1..kBad are served badly
   for (int i = 0; i <= kBad; ++i) ASSERT_TRUE(remote.publish(key(i), module_files('R', 100000)));
   remote.record_failure(key(20), "error: out of registers\nline 2\n", {{"graph.txt", "g"}});
   // A module whose manifest names another compiler version (kept consistent otherwise).
@@ -539,6 +543,7 @@ TEST(CompileCache, FetchOverHttpTakesGoodModulesAndRejectsEveryBadTransfer) {
   server.set_mode(rel(4, "module.json"), Mode::FlipByte);
   server.set_mode(rel(5, "manifest.json"), Mode::Error500);
   server.set_mode(rel(8, "flags.json"), Mode::FlipByte);  // the last file, after others arrived
+  server.set_mode(rel(9, "manifest.json"), Mode::Huge);
 
   CompileCache local(dir / "local", kVersion);
   std::vector<ModuleKey> keys;
@@ -551,10 +556,15 @@ TEST(CompileCache, FetchOverHttpTakesGoodModulesAndRejectsEveryBadTransfer) {
   EXPECT_EQ(got[0].outcome, FetchOutcome::Fetched) << got[0].message;
   EXPECT_EQ(local.read(key(0)), module_files('R', 100000));
   const std::vector<std::pair<int, std::string>> errors = {
-      {1, "cut short"}, {2, "only 99999 bytes"},
-      {3, "more than"}, {4, "sha256"},
-      {5, "HTTP 500"},  {6, "was compiled by lathe-0.0.7-abc, this is lathe-0.1.0-test"},
-      {7, "done"},      {8, "sha256"}};
+      {1, "cut short"},
+      {2, "only 99999 bytes"},
+      {3, "more than"},
+      {4, "sha256"},
+      {5, "HTTP 500"},
+      {6, "was compiled by lathe-0.0.7-abc, this is lathe-0.1.0-test"},
+      {7, "done"},
+      {8, "sha256"},
+      {9, "larger than the 1048576 bytes"}};
   for (const auto& [i, text] : errors) {
     EXPECT_EQ(got[i].outcome, FetchOutcome::Error) << i << ": " << got[i].message;
     EXPECT_NE(got[i].message.find(text), std::string::npos) << i << ": " << got[i].message;
@@ -562,10 +572,11 @@ TEST(CompileCache, FetchOverHttpTakesGoodModulesAndRejectsEveryBadTransfer) {
     EXPECT_EQ(local.state(key(i)), CompileCache::State::Missing) << i;
     EXPECT_FALSE(fs::exists(local.module_dir(key(i)))) << i;
   }
-  EXPECT_EQ(got[9].outcome, FetchOutcome::RemoteFailed) << got[9].message;
-  EXPECT_NE(got[9].message.find("error: out of registers"), std::string::npos) << got[9].message;
+  const auto& failed = got[kBad + 1];
+  EXPECT_EQ(failed.outcome, FetchOutcome::RemoteFailed) << failed.message;
+  EXPECT_NE(failed.message.find("error: out of registers"), std::string::npos) << failed.message;
   EXPECT_EQ(local.state(key(20)), CompileCache::State::Missing);
-  EXPECT_EQ(got[10].outcome, FetchOutcome::Missing) << got[10].message;
+  EXPECT_EQ(got[kBad + 2].outcome, FetchOutcome::Missing) << got[kBad + 2].message;
   EXPECT_EQ(temp_folders(local), 0);
   EXPECT_EQ(local.entries().size(), 1u);
 
