@@ -53,9 +53,9 @@ decoding is greedy and ignores end-of-sequence tokens, so every run makes --new-
 --json prints one object with these fields, the per-run figures ("runs") and the setting:
 model_dir, architecture, dtype, quantize (q8_0, q4_0 or null) and quantized_matrices, kv_dtype,
 threads, max_seq, reference_kernels, eager, compiled (with --compiled: modules_compiled,
-modules_loaded, modules_failed, seconds, variants_timed, modules; else null), cpu, cpu_kernels (the kernel level: portable, avx2,
-avx512 or avx512bf16, or reference), quant_kernels (with --quantize: portable, avx2 or
-avx512vnni), lathe_version, lathe_commit.
+modules_loaded, modules_failed, seconds, variants_timed, modules; else null), cpu,
+cpu_kernels (the kernel level: portable, avx2, avx512 or avx512bf16, or reference),
+quant_kernels (with --quantize: portable, avx2 or avx512vnni), lathe_version, lathe_commit.
 )";
 
 // The timings of one generate() call.

@@ -846,7 +846,7 @@ TEST(Plan, EveryLinearVariantGivesTheDefaultBits) {
       graph::Plan plan(std::move(b.graph()), backend, pool.size(), 16);
       const size_t node = static_cast<size_t>(y.id);
       const int variants = backend.variants(plan.graph(), plan.graph().nodes[node]);
-      EXPECT_GE(variants, 4) << dtype_name(dt);
+      EXPECT_GE(variants, 2) << dtype_name(dt);
       plan.run(pool, {});
       const Tensor expected = plan.value(y).clone();
       for (int v = 1; v < variants; ++v) {

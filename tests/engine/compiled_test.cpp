@@ -200,6 +200,34 @@ TEST(Compiled, ACorruptModuleIsCompiledAgain) {
   EXPECT_EQ(cached_run(*l->model, pool, dir.path(), prompt).stats.loaded, 2);
 }
 
+// A bucket whose compile failed before is run uncompiled (same numbers), not compiled again,
+// until --recompile asks.
+TEST(Compiled, AFailedModuleIsNotRetriedUnlessAsked) {
+  ThreadPool pool(2);
+  auto l = load("llama_tied_gqa");
+  const auto prompt = ids(7, l->model->info().vocab_size, 4);
+  testing::ScratchDir dir("compiled");
+  compile::CompileCache cache(dir.path());
+  Context plain{&pool, false, false};
+  // The key the prompt's bucket (8 tokens, all rows) gets, as the engine makes it.
+  const graph::Graph bucket = Engine(l->graph(), plain).build_graph(8, 8);
+  const compile::Flags flags =
+      compile::step_flags(cpu_backend(false), pool.size(), context_bucket(32), 8, 8, 1);
+  cache.record_failure(compile::module_key(bucket, flags), "an injected failure", {});
+  const CachedRun failed = cached_run(*l->model, pool, dir.path(), prompt);
+  EXPECT_EQ(failed.stats.failed, 1);
+  EXPECT_EQ(failed.stats.compiled, 1);  // the decode step's module only
+  expect_same(run(*l->model, {&pool, false, true}, prompt), failed.out);
+  EXPECT_EQ(cache.state(compile::module_key(bucket, flags)), compile::CompileCache::State::Failed);
+  compile::Compiler again({.cache = &cache, .recompile = true});
+  Context ctx{&pool, false, false};
+  ctx.compiled = &again;
+  run(*l->model, ctx, prompt);
+  EXPECT_EQ(again.stats().failed, 0);
+  EXPECT_EQ(again.stats().compiled, 2);
+  EXPECT_EQ(cache.state(compile::module_key(bucket, flags)), compile::CompileCache::State::Ready);
+}
+
 // A module from elsewhere is checked against the graph it would serve before any memory is
 // placed by it (graph::check_schedule): each way of lying is refused.
 TEST(Compiled, ALyingScheduleIsRefused) {

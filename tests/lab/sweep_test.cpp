@@ -80,7 +80,13 @@ TEST(LabSweep, BundledCatalogPassesAndIsReadableByPyarrowPandasDuckdb) {
     ASSERT_TRUE(row.decode_logits_nmse) << row.model_id << ": no decode steps compared";
     EXPECT_LE(*row.decode_logits_nmse, kF32Nmse) << row.model_id;
     EXPECT_FALSE(row.decode_first_diverging_step) << row.model_id;
-    EXPECT_EQ(row.compile_seconds, 0);
+    // Compiled, the lab's default: the modules used, and the command that fetches them.
+    EXPECT_GT(row.compile_seconds, 0) << row.model_id;
+    EXPECT_EQ(row.compile_cache_key.rfind("MODULE_", 0), 0u) << row.model_id;
+    EXPECT_EQ(row.compile_cache_fetch.rfind("build/lathe cache fetch --from ", 0), 0u);
+    EXPECT_NE(row.compile_cache_fetch.find(" --key " + row.compile_cache_key.substr(0, 20)),
+              std::string::npos);
+    EXPECT_NE(row.run_script.find(" --compiled"), std::string::npos);
     EXPECT_GT(row.peak_memory_bytes, 0);
     EXPECT_NE(row.run_script.find("lathe generate"), std::string::npos);
     EXPECT_EQ(row.stage_seconds.size(), 9u) << row.model_id;  // fetch .. done

@@ -254,10 +254,13 @@ constexpr int64_t kMinTaskFloats = 16384;
 
 // The ways the fast backend can run a Linear node (Backend::variants): tasks per thread, and
 // for f32 and bf16 weights in a step of several rows, the rows of x per pass over a block of
-// weights. Variant 0 is the uncompiled default; every one gives the same bits.
-constexpr cpu::MatmulSchedule kMatmulSchedules[] = {{4, 96}, {1, 96},  {2, 96}, {8, 96},
-                                                    {4, 32}, {4, 256}, {1, 32}, {1, 256}};
-constexpr int kSplitOnlySchedules = 4;  // the first four differ in the split only
+// weights. Variant 0 is the uncompiled default; every one gives the same bits. No variant
+// splits coarser than the default: fewer tasks per thread timed faster for a node alone, but
+// made whole decode steps slower on a busy machine (a descheduled thread's one big task holds
+// up the step; docs/compile-cache.md).
+constexpr cpu::MatmulSchedule kMatmulSchedules[] = {{4, 96},  {8, 96}, {4, 32},
+                                                    {4, 256}, {8, 32}, {8, 256}};
+constexpr int kSplitOnlySchedules = 2;  // the first two differ in the split only
 
 int matmul_schedules(const graph::Graph& g, const graph::Node& node) {
   const graph::Node& w = g.at(node.inputs[1]);
