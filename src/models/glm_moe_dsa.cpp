@@ -4,7 +4,7 @@
 // index_topk keys per query and the attention sees those only. indexer_types marks layers
 // "full" (their own indexer) or "shared" (the chosen keys of the last full layer before them,
 // transformers' prev_topk_indices). The indexer rotates interleaved pairs, as the attention
-// does. The DSA decoder itself is here too, for DeepseekV32 (deepseek_v32.cpp) as well.
+// does. The DSA decoder built here serves DeepseekV32 (deepseek_v32.cpp) too.
 #include "core/error.h"
 #include "models/decoder.h"
 #include "models/dsa.h"
@@ -125,7 +125,10 @@ std::vector<bool> read_indexer_types(const JsonFields& f, int64_t num_layers) {
       full[static_cast<size_t>(i)] = t == f_name;
     }
   };
-  if (f.has("indexer_types") && f.at("indexer_types").is_array()) {
+  if (f.has("indexer_types")) {
+    if (!f.at("indexer_types").is_array())
+      fail(f.origin(), ": field \"indexer_types\" is ", f.at("indexer_types").dump(),
+           ", not a list");
     set("indexer_types", f.at("indexer_types"), "full", "shared");
   } else if (f.has("index_topk_pattern")) {
     const Json& pattern = f.at("index_topk_pattern");
