@@ -213,8 +213,14 @@ Value Builder::rope(Value x, Value tables, RopeLayout layout) {
 }
 
 Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Value slopes,
-                         Value sinks) {
+                         Value sinks, Value chosen) {
   expect_f32(q, "attention", "q");
+  if (chosen.valid() && (node(chosen).op != Op::Indexer || dim(chosen, 0) != dim(q, 0) ||
+                         p.kv_read_only || p.window > 0 || p.chunk > 0 || p.softcap > 0 ||
+                         p.bias != PositionBias::None || sinks.valid()))
+    fail("internal: attention: chosen keys ", shape_str(shape(chosen)), " for q ",
+         shape_str(shape(q)),
+         " must come from an indexer, without a window, chunk, cap, position bias or sinks");
   if (p.window < 0 || p.chunk < 0)
     fail("internal: attention: window ", p.window, " and chunk ", p.chunk, " must not be negative");
   if (p.kv_read_only) {
@@ -259,6 +265,8 @@ Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Va
            " heads");
   }
   Node n{.op = Op::Attention, .inputs = {q, k, v, slopes, sinks}, .shape = {qs[0], qs[1], v_dim}};
+  // A sixth input only when there is one, so that other graphs keep their hashes.
+  if (chosen.valid()) n.inputs.push_back(chosen);
   n.params.value_dim = p.value_dim;
   n.params.layer = p.layer;
   n.params.window = p.window;
@@ -266,6 +274,22 @@ Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Va
   n.params.scale = p.scale;
   n.params.softcap = p.softcap;
   n.params.bias = p.bias;
+  return add_node(std::move(n));
+}
+
+Value Builder::indexer(Value q, Value k, Value w, int64_t layer, int64_t top_k, float scale) {
+  expect_f32(q, "indexer", "q");
+  expect_f32(k, "indexer", "k");
+  expect_f32(w, "indexer", "weights");
+  const Shape &qs = shape(q), &ks = shape(k), &ws = shape(w);
+  if (qs.size() != 3 || ks.size() != 2 || ws.size() != 2 || ks[0] != qs[0] || ks[1] != qs[2] ||
+      ws[0] != qs[0] || ws[1] != qs[1] || top_k < 1 || layer < 0)
+    fail("internal: indexer: q ", shape_str(qs), ", k ", shape_str(ks), ", weights ", shape_str(ws),
+         ", top ", top_k, " keys, cache layer ", layer);
+  Node n{.op = Op::Indexer, .inputs = {q, k, w}, .shape = {qs[0], top_k}, .dtype = DType::I32};
+  n.params.layer = layer;
+  n.params.top_k = top_k;
+  n.params.scale = scale;
   return add_node(std::move(n));
 }
 

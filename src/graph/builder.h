@@ -92,8 +92,15 @@ class Builder {
   // position bias, `slopes` is a Weight of `heads` F32 values. `sinks` (may be invalid): `heads`
   // F32 logits, one per head, that join each row's softmax as one more key with no value
   // (GptOss's eager_attention_forward: the max and the sum run over the scores and the sink).
+  // `chosen` (may be invalid): an Indexer's [n, top_k] key positions; each query then attends
+  // to those keys only (DeepSeek sparse attention), with no window, chunk, bias, cap or sinks.
   Value attention(Value q, Value k, Value v, const AttentionParams& p, Value slopes = {},
-                  Value sinks = {});
+                  Value sinks = {}, Value chosen = {});
+  // DeepSeek sparse attention's indexer (Op::Indexer): q [n, heads, dim], k [n, dim], per-head
+  // weights w [n, heads] -> each query's top_k key positions [n, top_k] I32, ascending, -1
+  // past the visible ones. k is appended to cache layer `layer`'s index keys
+  // (LayerStateSpec::index_dim); `scale` multiplies each head's dot product before its relu.
+  Value indexer(Value q, Value k, Value w, int64_t layer, int64_t top_k, float scale);
   Value rows(Value x, Value indices);
   Value concat(Value a, Value b);
   // x [n, heads, k] with w [heads, m, k] (F32 or BF16): each head's rows times its matrix.

@@ -67,6 +67,8 @@ const char* op_name(Op op) {
       return "binary";
     case Op::BatchMatmul:
       return "batch_matmul";
+    case Op::Indexer:
+      return "indexer";
   }
   return "?";
 }

@@ -50,7 +50,8 @@ enum class Op : uint8_t {
   Attention,       // appends k, v to the layer's cache at the step's positions; causal attention
                    // (with value_dim and no v: the values are the keys' first value_dim dims;
                    // with sinks [heads]: each head's learned logit joins its softmax's denominator;
-                   // with a chunk, within the query's chunk of positions only)
+                   // with a chunk, within the query's chunk of positions only; with chosen
+                   // [n, top_k] I32 from an Indexer: over those key positions only)
   Rows,            // rows of x [n, dim] at indices [r] -> [r, dim]
   Route,           // router logits [n, experts] (+ bias [experts]) -> [2, n, k]: each token's k
                    // expert weights (plane 0) and expert ids (plane 1, exact integers in f32)
@@ -73,6 +74,10 @@ enum class Op : uint8_t {
   RowStat,         // x [.., d] -> [.., 1]: each row's mean, standard deviation or RMS
   Binary,          // a op b (add, subtract, multiply, divide) with torch's broadcasting
   BatchMatmul,     // a [n, m, k] . b [n, k, d] -> [n, m, d]: one small matmul per token
+  Indexer,  // q [n, heads, dim], k [n, dim], w [n, heads] -> [n, top_k] I32: appends k to the
+            // layer's index-key cache; each query's top_k key positions by
+            // sum_h w_h relu(scale q_h . k_j) over the keys it sees (DeepSeek sparse
+            // attention's lightning indexer), ascending, then -1 where fewer are visible
 };
 const char* op_name(Op op);
 
@@ -147,7 +152,7 @@ struct Params {
   Activation act = Activation::Silu;
   RopeLayout layout = RopeLayout::HalfSplit;
   PositionBias bias = PositionBias::None;
-  int64_t layer = -1;                // Attention: which cache layer
+  int64_t layer = -1;                // Attention, Indexer: which cache layer
   int64_t window = 0;                // Attention: sliding window (0: none)
   int64_t value_dim = 0;             // Attention: > 0 when the values are the keys' first value_dim
   int64_t id_offset = 0;             // Embedding: added to every id (OPT's learned positions)
@@ -160,7 +165,7 @@ struct Params {
   // Route (scale: routed scaling factor, eps: added to the sum that norm_topk divides by).
   Routing routing = Routing::SoftmaxTopK;
   bool norm_topk = false;
-  int64_t top_k = 0;
+  int64_t top_k = 0;                   // Route: experts per token; Indexer: keys per query
   int64_t groups = 0, top_groups = 0;  // Sigmoid: experts in `groups` groups, best top_groups
   // Experts (ClampedSwiglu: limit is the clamp, alpha the sigmoid's gain).
   ExpertGlu glu = ExpertGlu::ActMul;

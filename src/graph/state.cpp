@@ -51,6 +51,11 @@ KVCache::KVCache(const std::vector<LayerStateSpec>& specs, int64_t max_seq_len,
       const int64_t v_dim = s.v_head_dim < 0 ? s.head_dim : s.v_head_dim;
       if (v_dim > 0) l.v = Tensor::zeros(kv_dtype, {l.slots, s.kv_heads, v_dim});
     }
+    if (s.index_dim > 0) {
+      if (s.kind != StateKind::FullKV)
+        fail("internal: index keys on a layer that is not full attention");
+      l.index_k = Tensor::zeros(DType::F32, {l.slots, s.index_dim});
+    }
     layers.push_back(std::move(l));
   }
 }
@@ -67,6 +72,7 @@ uint64_t KVCache::bytes() const {
     for (const Tensor& t : l.states) total += t.nbytes();
     if (l.k.defined()) total += l.k.nbytes();
     if (l.v.defined()) total += l.v.nbytes();
+    if (l.index_k.defined()) total += l.index_k.nbytes();
   }
   return total;
 }

@@ -24,6 +24,9 @@ struct LayerStateSpec {
   // KV kinds: the values' head size; 0: no value cache, the values are the keys' first dims
   // (MLA); -1: head_dim.
   int64_t v_head_dim = -1;
+  // FullKV: > 0 when the layer also keeps an index key of index_dim floats per position
+  // (DeepSeek sparse attention's indexer, graph Op::Indexer).
+  int64_t index_dim = 0;
 };
 
 // One sequence's state: KVCache keeps its historical name.
@@ -35,6 +38,9 @@ struct KVCache {
     // max_seq for full attention, so that is slot p). F32, or BF16 (the cache's kv_dtype:
     // each key and value rounded to nearest even when appended, widened exactly when read).
     Tensor k = {}, v = {};
+    // FullKV with LayerStateSpec::index_dim: the indexer's keys [slots, index_dim], F32
+    // whatever kv_dtype is (they choose keys, so they are kept as computed).
+    Tensor index_k = {};
     int64_t slots = 0;
     std::vector<Tensor> states = {};  // Recurrent: as LayerStateSpec::recurrent
   };

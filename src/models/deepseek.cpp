@@ -94,17 +94,18 @@ DeepseekConfig read_deepseek_config(const Checkpoint& ckpt, const DeepseekDefaul
   c.num_layers = f.get_or<int64_t>("num_hidden_layers", d.num_layers);
   c.max_position_embeddings =
       f.get_or<int64_t>("max_position_embeddings", d.max_position_embeddings);
-  c.rms_norm_eps = static_cast<float>(f.get_or<double>("rms_norm_eps", 1e-6));
+  c.rms_norm_eps = static_cast<float>(f.get_or<double>("rms_norm_eps", d.rms_norm_eps));
   c.tie_word_embeddings = f.get_or<bool>("tie_word_embeddings", false);
   MlaSpec& a = c.mla;
   a.hidden = c.hidden_size;
   a.heads = f.get_or<int64_t>("num_attention_heads", d.heads);
   // q_lora_rank null: a plain q_proj.
-  a.q_lora_rank = f.json().contains("q_lora_rank") ? f.get_or<int64_t>("q_lora_rank", 0) : 1536;
-  a.kv_lora_rank = f.get_or<int64_t>("kv_lora_rank", 512);
-  a.qk_nope = f.get_or<int64_t>("qk_nope_head_dim", 128);
-  a.qk_rope = f.get_or<int64_t>("qk_rope_head_dim", 64);
-  a.v_head_dim = f.get_or<int64_t>("v_head_dim", 128);
+  a.q_lora_rank =
+      f.json().contains("q_lora_rank") ? f.get_or<int64_t>("q_lora_rank", 0) : d.q_lora_rank;
+  a.kv_lora_rank = f.get_or<int64_t>("kv_lora_rank", d.kv_lora_rank);
+  a.qk_nope = f.get_or<int64_t>("qk_nope_head_dim", d.qk_nope);
+  a.qk_rope = f.get_or<int64_t>("qk_rope_head_dim", d.qk_rope);
+  a.v_head_dim = f.get_or<int64_t>("v_head_dim", d.v_head_dim);
   a.bias = f.get_or<bool>("attention_bias", false);
   a.rope_layout = f.get_or<bool>("rope_interleave", true) ? graph::RopeLayout::Interleaved
                                                           : graph::RopeLayout::HalfSplit;

@@ -31,6 +31,9 @@ struct DeepseekConfig {
 // The config class's defaults for the fields the two share.
 struct DeepseekDefaults {
   int64_t vocab_size, hidden_size, intermediate_size, num_layers, heads, max_position_embeddings;
+  // DeepseekV3Config's; GlmMoeDsaConfig's differ.
+  int64_t q_lora_rank = 1536, kv_lora_rank = 512, qk_nope = 128, qk_rope = 64, v_head_dim = 128;
+  double rms_norm_eps = 1e-6;
 };
 
 // Reads everything but the router (moe) and layer_moe.

@@ -80,12 +80,19 @@ LayerStateSpec mla_layer_state(const MlaSpec& s) {
 
 namespace blocks {
 
+Value mla_query_input(Builder& g, Value x, const MlaWeights& w, const MlaSpec& s) {
+  if (!w.q_a.defined()) return x;
+  return rms_norm(g, linear(g, x, w.q_a, w.q_a_bias), w.q_a_norm, s.lora_norm_eps);
+}
+
 Value mla_attention(Builder& g, Value x, const MlaWeights& w, const MlaSpec& s, Value rope_tables,
                     int64_t layer, const std::string& prefix) {
+  return mla_attention(g, x, mla_query_input(g, x, w, s), w, s, rope_tables, layer, prefix);
+}
+
+Value mla_attention(Builder& g, Value x, Value q_in, const MlaWeights& w, const MlaSpec& s,
+                    Value rope_tables, int64_t layer, const std::string& prefix, Value chosen) {
   const int64_t n = g.dim(x, 0);
-  Value q_in = x;
-  if (w.q_a.defined())
-    q_in = rms_norm(g, linear(g, x, w.q_a, w.q_a_bias), w.q_a_norm, s.lora_norm_eps);
   Value q_nope = g.reshape(linear(g, q_in, w.q_nope), {n, s.heads, s.qk_nope});
   Value q_rope = g.reshape(linear(g, q_in, w.q_rope), {n, s.heads, s.qk_rope});
   q_rope = g.rope(q_rope, rope_tables, s.rope_layout);
@@ -95,8 +102,8 @@ Value mla_attention(Builder& g, Value x, const MlaWeights& w, const MlaSpec& s, 
   // Absorbed: each head's query in the latent space, beside its rotary part.
   Value q = g.name(g.concat(g.head_linear(q_nope, g.weight(w.uk_t)), q_rope), prefix + "q");
   Value k = g.name(g.concat(g.reshape(latent, {n, 1, s.kv_lora_rank}), k_rope), prefix + "k");
-  Value out =
-      g.attention(q, k, {}, {.layer = layer, .scale = s.scale, .value_dim = s.kv_lora_rank});
+  Value out = g.attention(q, k, {}, {.layer = layer, .scale = s.scale, .value_dim = s.kv_lora_rank},
+                          {}, {}, chosen);
   out = g.name(g.head_linear(out, g.weight(w.uv)), prefix + "attn");
   out = linear(g, g.reshape(out, {n, s.heads * s.v_head_dim}), w.o, w.o_bias);
   return g.name(out, prefix + "attn_out");

@@ -50,6 +50,13 @@ namespace blocks {
 // MLA of x [n, hidden], named as self_attention names its nodes (attn, attn_out).
 Value mla_attention(Builder& g, Value x, const MlaWeights& w, const MlaSpec& s, Value rope_tables,
                     int64_t layer, const std::string& prefix);
+// The query's input: q_a_layernorm(q_a_proj(x)) (transformers' q_resid, which DeepSeek sparse
+// attention's indexer reads too), or x itself without q_lora_rank.
+Value mla_query_input(Builder& g, Value x, const MlaWeights& w, const MlaSpec& s);
+// MLA from that query input; with `chosen` (an Indexer's keys, may be invalid) each query
+// attends to its chosen keys only.
+Value mla_attention(Builder& g, Value x, Value q_in, const MlaWeights& w, const MlaSpec& s,
+                    Value rope_tables, int64_t layer, const std::string& prefix, Value chosen = {});
 
 }  // namespace blocks
 }  // namespace lathe

@@ -76,6 +76,22 @@ std::vector<bool> read_first_dense_layers(const JsonFields& f, int64_t num_layer
   return sparse;
 }
 
+std::vector<bool> read_mlp_layer_types(const JsonFields& f, int64_t num_layers,
+                                       int64_t default_first_dense) {
+  if (!f.has("mlp_layer_types")) return read_first_dense_layers(f, num_layers, default_first_dense);
+  const Json& types = f.at("mlp_layer_types");
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != num_layers)
+    fail(f.origin(), ": field \"mlp_layer_types\" must list ", num_layers, " layer types");
+  std::vector<bool> sparse(static_cast<size_t>(num_layers));
+  for (int64_t i = 0; i < num_layers; ++i) {
+    const Json& t = types[static_cast<size_t>(i)];
+    if (t != "dense" && t != "sparse")
+      fail(f.origin(), ": mlp_layer_types[", i, "] is ", t.dump(), "; \"dense\" or \"sparse\"");
+    sparse[static_cast<size_t>(i)] = t == "sparse";
+  }
+  return sparse;
+}
+
 void check_moe_spec(const Checkpoint& ckpt, const JsonFields& f, const MoeSpec& s,
                     const MoeFields& names) {
   for (auto [name, v] :

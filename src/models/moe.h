@@ -87,6 +87,10 @@ struct SigmoidMoeDefaults {
 MoeSpec read_sigmoid_moe(const JsonFields& f, const SigmoidMoeDefaults& d);
 std::vector<bool> read_first_dense_layers(const JsonFields& f, int64_t num_layers,
                                           int64_t default_first_dense);
+// GlmMoeDsaConfig and DeepseekV32Config: mlp_layer_types ("dense" or "sparse" per layer) when
+// config.json lists them, else the first first_k_dense_replace layers dense.
+std::vector<bool> read_mlp_layer_types(const JsonFields& f, int64_t num_layers,
+                                       int64_t default_first_dense);
 
 namespace blocks {
 

@@ -45,6 +45,8 @@ std::unique_ptr<Model> load_glm4_moe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_deepseek_v3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_deepseek_v2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_glm4_moe_lite(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_glm_moe_dsa(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_deepseek_v32(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_ernie4_5_moe(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_qwen3_next(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_lfm2(const Checkpoint&, const ModelOptions&);
@@ -147,6 +149,13 @@ const std::vector<ArchitectureEntry>& architectures() {
        "group-limited), shared experts"},
       {"Glm4MoeLiteForCausalLM", "glm4_moe_lite", load_glm4_moe_lite,
        "DeepSeek-V3's latent attention with Glm4Moe's experts; dense layers by mlp_layer_types"},
+      {"GlmMoeDsaForCausalLM", "glm_moe_dsa", load_glm_moe_dsa,
+       "DeepSeek-V3's latent attention and experts with DeepSeek sparse attention: an indexer "
+       "(own projections, cached keys) chooses index_topk keys per query; layers may share an "
+       "earlier layer's choice (indexer_types)"},
+      {"DeepseekV32ForCausalLM", "deepseek_v32", load_deepseek_v32,
+       "GlmMoeDsa's sparse attention with the indexer rotating half-split; every layer runs "
+       "its indexer"},
       {"Ernie4_5_MoeForCausalLM", "ernie4_5_moe", load_ernie4_5_moe,
        "Ernie4_5 with experts: softmax router chosen with moe_statics' bias, shared experts, "
        "moe_layer_start/end/interval (use_bias false)"},
@@ -285,8 +294,6 @@ const std::vector<PlannedArchitecture>& planned_architectures() {
       {"DeepseekV4ForCausalLM",
        "hyper-connections, compressed sparse attention (HCA / CSA compressors, an indexer that "
        "picks the keys), a hash router beside the top-k one"},
-      {"GlmMoeDsaForCausalLM",
-       "DeepSeek sparse attention: an indexer scoring the keys each query attends to"},
   };
   return table;
 }

@@ -1,6 +1,7 @@
 // The op bench's cases, which op_test.cpp runs on every backend: the shared pieces, and the
-// cases of Gemma3n's ops kept in op_cases_rowwise.cpp, and of quantized weights in
-// op_cases_quant.cpp and op_cases_mxfp4.cpp.
+// cases of Gemma3n's ops kept in op_cases_rowwise.cpp, of quantized weights in
+// op_cases_quant.cpp and op_cases_mxfp4.cpp, and of DeepSeek sparse attention in
+// op_cases_dsa.cpp.
 #pragma once
 
 #include <functional>
@@ -34,5 +35,7 @@ void rowwise_cases(std::vector<Case>& out);
 void quant_cases(std::vector<Case>& out);
 // MXFP4 weights (op_cases_mxfp4.cpp).
 void mxfp4_cases(std::vector<Case>& out);
+// DeepSeek sparse attention: the Indexer, and Attention over its chosen keys (op_cases_dsa.cpp).
+void dsa_cases(std::vector<Case>& out);
 
 }  // namespace lathe::optest

@@ -55,6 +55,10 @@ KVCache prefilled_cache(const std::vector<LayerStateSpec>& layers, int64_t max_s
       }
       continue;
     }
+    if (l.index_k.defined()) {  // DSA's index keys: F32 rows of their own history
+      const Tensor h = random_tensor({pos0, l.index_k.dim(1)}, s + 50);
+      std::memcpy(l.index_k.mut<void>(), h.data<void>(), h.nbytes());
+    }
     fill(l.k, cache_history(pos0, l.k.dim(1), l.k.dim(2), s, false), l.slots);
     if (!l.v.defined()) continue;  // values inside the keys (MLA)
     fill(l.v, cache_history(pos0, l.v.dim(1), l.v.dim(2), s, true), l.slots);
@@ -117,7 +121,7 @@ Outcome run(const Backend& backend, ThreadPool& pool, Mode mode, const Build& bu
   for (size_t c = 0; c < a.caches.size(); ++c)
     for (size_t l = 0; l < a.caches[c].layers.size(); ++l) {
       const KVCache::Layer &x = a.caches[c].layers[l], &y = b.caches[c].layers[l];
-      if (!same_bits(x.k, y.k) || !same_bits(x.v, y.v))
+      if (!same_bits(x.k, y.k) || !same_bits(x.v, y.v) || !same_bits(x.index_k, y.index_k))
         return ::testing::AssertionFailure() << "cache " << c << " layer " << l << " differs";
       if (x.states.size() != y.states.size())
         return ::testing::AssertionFailure() << "cache " << c << " layer " << l << " states";

@@ -26,7 +26,8 @@ bool same_bits(const Tensor& a, const Tensor& b);
 // One sequence's state for a test: layers as declared, with positions [0, pos0) filled with
 // keys and values drawn from `seed` (position p's row depends on p and the seed only, so a
 // ring and a full cache built alike hold the same history). Rings keep the newest rows. A
-// BF16 cache holds the history rounded to bf16 (nearest even).
+// BF16 cache holds the history rounded to bf16 (nearest even). Index keys (DSA) get random
+// F32 rows too.
 KVCache prefilled_cache(const std::vector<LayerStateSpec>& layers, int64_t max_seq,
                         int64_t max_step_tokens, int64_t pos0, uint32_t seed,
                         DType kv_dtype = DType::F32);
@@ -58,7 +59,7 @@ const char* mode_name(Mode m);
 Outcome run(const Backend& backend, ThreadPool& pool, Mode mode, const Build& build,
             const Step& step);
 
-// Every KV layer's keys and values equal bit for bit.
+// Every KV layer's keys, values and index keys equal bit for bit.
 ::testing::AssertionResult same_caches(const Outcome& a, const Outcome& b);
 // The values and the caches equal bit for bit.
 ::testing::AssertionResult same_outcome(const Outcome& a, const Outcome& b);

@@ -901,7 +901,8 @@ const std::vector<Case>& all_cases() {
     rowwise_cases(c);
     quant_cases(c);
     attention_cases(c, DType::BF16);
-    mxfp4_cases(c);  // last: the cases above keep their seeds
+    mxfp4_cases(c);
+    dsa_cases(c);  // last: the cases above keep their seeds
     return c;
   }();
   return cases;
@@ -981,10 +982,10 @@ TEST_P(OpBench, BackendsMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Ops, OpBench, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
-// Every computing op of graph::Op has cases (a new op must join the bench; BatchMatmul is the
+// Every computing op of graph::Op has cases (a new op must join the bench; Indexer is the
 // last).
 TEST(OpBenchCoverage, EveryComputingOpHasCases) {
-  std::vector<bool> seen(static_cast<size_t>(Op::BatchMatmul) + 1, false);
+  std::vector<bool> seen(static_cast<size_t>(Op::Indexer) + 1, false);
   for (const Case& c : all_cases()) seen[static_cast<size_t>(c.op)] = true;
   for (size_t i = 0; i < seen.size(); ++i) {
     const Op op = static_cast<Op>(i);

@@ -96,6 +96,7 @@ inline constexpr ToleranceRow kTolerances[] = {
     {graph::Op::RowStat, DType::F32, {}},
     {graph::Op::Binary, DType::F32, {}},
     {graph::Op::BatchMatmul, DType::F32, {}},
+    {graph::Op::Indexer, DType::F32, {}},  // one kernel for every backend: the same keys
 };
 
 // Linear with BF16 weights on Avx512Bf16: activations rounded to bf16 first.

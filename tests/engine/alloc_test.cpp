@@ -122,7 +122,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("llama_tied_gqa", "mistral_window",
                                          "qwen3_untied_headdim_yarn",
                                          "qwen3_5_dense_interval3_tied", "qwen3_next_moe_hybrid",
-                                         "deepseek_v3_mla_lora_groups", "mamba2_groups"),
+                                         "deepseek_v3_mla_lora_groups", "mamba2_groups",
+                                         "glm_moe_dsa_topk7_dense_first"),
                        ::testing::Bool(), ::testing::Bool()),
     [](const auto& info) {
       return std::get<0>(info.param) + (std::get<1>(info.param) ? "_reference" : "_fast") +

@@ -98,6 +98,8 @@ inline const std::vector<std::string> kFixtures = {
     "gemma4_text_kv_shared",                // layers attending over another layer's cache
     "gemma3n_text_kv_shared_sparse",        // AltUp streams, KV sharing, activation sparsity
     "gemma3n_multimodal_text",              // vision and audio ids through their embedders
+    "glm_moe_dsa_shared_indexer_groups",    // sparse attention: index keys, shared choices
+    "deepseek_v32_sparse_topk8_groups",     // sparse attention, half-split indexer rotary
 };
 
 }  // namespace

@@ -85,6 +85,32 @@ TEST(ConfigErrors, MixturesOfExperts) {
       "field \"num_local_experts\" is 0, out of range");
 }
 
+// DeepSeek sparse attention's indexer fields: each an error naming the field.
+TEST(ConfigErrors, SparseAttentionIndexer) {
+  expect_error(
+      "glm_moe_dsa_shared_indexer_groups",
+      [](Json& c) {
+        c["indexer_types"] = {"shared", "full", "full", "shared"};
+      },
+      "layer 0 shares its indexer's keys, but no earlier layer has an indexer");
+  expect_error(
+      "glm_moe_dsa_shared_indexer_groups", [](Json& c) { c["indexer_types"][2] = "sparse"; },
+      "indexer_types[2] is \"sparse\"");
+  expect_error(
+      "glm_moe_dsa_topk7_dense_first", [](Json& c) { c["index_head_dim"] = 6; },
+      "field \"index_head_dim\" is 6, below qk_rope_head_dim (8)");
+  expect_error(
+      "deepseek_v32_sparse_topk8_groups", [](Json& c) { c["index_topk"] = 0; },
+      "field \"index_topk\" is 0");
+  // GlmMoeDsaConfig's pattern letters give the same layers as indexer_types.
+  EXPECT_EQ(load_error("glm_moe_dsa_shared_indexer_groups",
+                       [](Json& c) {
+                         c.erase("indexer_types");
+                         c["index_topk_pattern"] = "FSFS";
+                       }),
+            "");
+}
+
 // Hybrid linear-attention fields: layer kinds lathe lacks, head counts that do not divide,
 // sizes out of range, a malformed text_config; each an error naming the field.
 TEST(ConfigErrors, HybridLinearAttention) {

@@ -15,14 +15,30 @@ inline float widen(uint16_t x) {
   return bf16_to_f32(x);
 }
 
+// How many keys query row t attends to when it has chosen keys (the first -1 ends them).
+int64_t chosen_count(const AttentionArgs& a, int64_t t) {
+  const int32_t* c = a.chosen + t * a.chosen_k;
+  int64_t n = 0;
+  while (n < a.chosen_k && c[n] >= 0) ++n;
+  return n;
+}
+
 // One query row of one head: softmax(q . K^T * scale) . V over the visible keys (and the
 // head's sink, a logit without a value, when a.sinks is set). T is the caches' element type:
-// float, or uint16_t for bf16 caches.
-template <class T>
+// float, or uint16_t for bf16 caches. The keys are indexed by i in [first, last]: positions
+// themselves, or with kChosen the row's chosen positions (DeepSeek sparse attention).
+template <class T, bool kChosen>
 void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
   const int64_t p = a.pos0 + t;
   int64_t first = a.window > 0 ? std::max<int64_t>(0, p - a.window + 1) : 0;
   if (a.chunk > 0) first = std::max(first, p - p % a.chunk);
+  int64_t last = p;
+  const int32_t* chosen = kChosen ? a.chosen + t * a.chosen_k : nullptr;
+  if constexpr (kChosen) first = 0, last = chosen_count(a, t) - 1;
+  auto key = [&](int64_t i) -> int64_t {
+    if constexpr (kChosen) return chosen[i];
+    return i;
+  };
   const int64_t kvh = h / (a.heads / a.kv_heads);
   const int64_t hd = a.head_dim;
   const int64_t stride = a.kv_heads * hd;
@@ -30,28 +46,29 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
   const float* bias = a.bias ? a.bias + h * a.bias_stride : nullptr;
   float max_score = a.sinks ? a.sinks[h] : -INFINITY;
   auto row = [&](int64_t j) { return (a.slots > 0 ? j % a.slots : j) * stride + kvh * hd; };
-  for (int64_t j = first; j <= p; ++j) {
-    const T* k = static_cast<const T*>(a.k_cache) + row(j);
+  for (int64_t i = first; i <= last; ++i) {
+    const T* k = static_cast<const T*>(a.k_cache) + row(key(i));
     float s = 0.0f;
     for (int64_t d = 0; d < hd; ++d) s += q[d] * widen(k[d]);
     s *= a.scale;
     if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
-    if (bias) s += bias[j];
-    scores[j - first] = s;
+    if (bias) s += bias[key(i)];
+    scores[i - first] = s;
     max_score = std::max(max_score, s);
   }
   float sum = 0.0f;
-  for (int64_t j = first; j <= p; ++j) {
-    const float e = std::exp(scores[j - first] - max_score);
-    scores[j - first] = e;
+  for (int64_t i = first; i <= last; ++i) {
+    const float e = std::exp(scores[i - first] - max_score);
+    scores[i - first] = e;
     sum += e;
   }
   if (a.sinks) sum += std::exp(a.sinks[h] - max_score);
   const int64_t vd = a.v_dim;
   float* out = a.out + (t * a.heads + h) * vd;
   std::fill(out, out + vd, 0.0f);
-  for (int64_t j = first; j <= p; ++j) {
-    const float w = scores[j - first] / sum;
+  for (int64_t i = first; i <= last; ++i) {
+    const float w = scores[i - first] / sum;
+    const int64_t j = key(i);
     const T* v = static_cast<const T*>(a.v_cache) + (a.slots > 0 ? j % a.slots : j) * a.v_row +
                  kvh * a.v_head;
     for (int64_t d = 0; d < vd; ++d) out[d] += w * widen(v[d]);
@@ -59,10 +76,16 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
 }
 
 void attend_row(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
-  if (a.kv_bf16)
-    attend_one<uint16_t>(a, t, h, scores);
-  else
-    attend_one<float>(a, t, h, scores);
+  if (a.chosen) {
+    if (a.kv_bf16)
+      attend_one<uint16_t, true>(a, t, h, scores);
+    else
+      attend_one<float, true>(a, t, h, scores);
+  } else if (a.kv_bf16) {
+    attend_one<uint16_t, false>(a, t, h, scores);
+  } else {
+    attend_one<float, false>(a, t, h, scores);
+  }
 }
 
 }  // namespace

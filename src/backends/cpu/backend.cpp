@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/backend.h"
+#include "backends/cpu/indexer.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/moe.h"
@@ -134,10 +135,37 @@ void attention(const NodeArgs& a, bool reference) {
                             f32(a.inputs[4])};
     args.chunk = p.chunk;
     args.kv_bf16 = kv == DType::BF16;
+    if (a.inputs.size() > 5) {  // an Indexer's chosen keys (DeepSeek sparse attention)
+      const Tensor& chosen = *a.inputs[5];
+      args.chosen_k = chosen.dim(1);
+      args.chosen = chosen.data<int32_t>() + s.first * args.chosen_k;
+    }
     if (reference)
       cpu::attention_reference(args);
     else
       cpu::attention_fast(args, a.pool);
+  }
+}
+
+// Appends each segment's index keys to its cache layer, then chooses each query's keys.
+void indexer(const NodeArgs& a, bool reference) {
+  const graph::Params& p = a.node.params;
+  const Tensor &q = *a.inputs[0], &k = *a.inputs[1], &w = *a.inputs[2];
+  const int64_t heads = q.dim(1), dim = q.dim(2);
+  for (const graph::Segment& s : a.step.segments) {
+    KVCache& cache = *a.step.caches[static_cast<size_t>(s.seq)];
+    if (p.layer < 0 || p.layer >= static_cast<int64_t>(cache.layers.size()))
+      fail("internal: indexer: layer ", p.layer, " not in the cache");
+    KVCache::Layer& l = cache.layers[static_cast<size_t>(p.layer)];
+    if (!l.index_k.defined() || l.index_k.dim(1) != dim || s.pos0 + s.count > l.slots)
+      fail("internal: indexer: cache layer ", p.layer, " index keys ", shape_str(l.index_k.shape()),
+           " for k ", shape_str(k.shape()), " at position ", s.pos0 + s.count);
+    std::memcpy(l.index_k.mut<float>() + s.pos0 * dim, k.data<float>() + s.first * dim,
+                static_cast<size_t>(s.count * dim) * sizeof(float));
+    cpu::indexer({q.data<float>() + s.first * heads * dim, w.data<float>() + s.first * heads,
+                  l.index_k.data<float>(), s.count, s.pos0, heads, dim, p.top_k, p.scale,
+                  a.out.mut<int32_t>() + s.first * p.top_k},
+                 a.workspace, a.step.max_context, reference ? nullptr : &a.pool);
   }
 }
 
@@ -325,6 +353,8 @@ class CpuBackend : public Backend {
       return static_cast<size_t>((reference_ ? 1 : threads) *
                                  cpu::delta_rule_scratch_floats(k_dim, node.shape[2]));
     }
+    if (node.op == Op::Indexer)
+      return cpu::indexer_workspace_floats(max_context, reference_ ? 1 : threads);
     if (node.op != Op::Attention) return 0;
     const int64_t heads = node.shape[1];
     const int64_t rows = reference_ ? 1 : threads;
@@ -495,6 +525,9 @@ class CpuBackend : public Backend {
       }
       case Op::Attention:
         attention(a, reference_);
+        return;
+      case Op::Indexer:
+        indexer(a, reference_);
         return;
       case Op::Route:
         cpu::route(x->data<float>(), f32(a.inputs[1]), x->dim(0), x->dim(1), n.params,

@@ -44,6 +44,11 @@ struct AttentionArgs {
   const float* sinks = nullptr;
   int64_t chunk = 0;
   bool kv_bf16 = false;
+  // DeepSeek sparse attention: query t attends to the key positions chosen[t * chosen_k ..],
+  // ascending, the first -1 ending them (an Indexer's output), instead of every visible key.
+  // Never with a window, chunk, cap, bias or sinks.
+  const int32_t* chosen = nullptr;
+  int64_t chosen_k = 0;
 };
 
 struct DeltaRuleArgs {
