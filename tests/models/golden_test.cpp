@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "backends/cpu/isa.h"
+#include "compile/compiler.h"
 #include "core/error.h"
 #include "core/numeric.h"
 #include "io/json.h"
@@ -108,6 +109,25 @@ TEST_P(Golden, ReferenceKernelsMatchTransformers) {
 // The engine's eager path: each node runs as it is built, in buffers of its own.
 TEST_P(Golden, EagerMatchesTransformers) {
   expect_f32_match(run({}, DType::F32, false, true));
+}
+
+// The compiled mode (schedules compiled in this process, their kernel variants timed): the
+// goldens hold, and every figure equals the eager run's exactly, as the outputs are the same
+// bits.
+TEST_P(Golden, CompiledMatchesTransformersAndEagerExactly) {
+  ThreadPool pool(2);
+  compile::Compiler compiler({});
+  Context ctx{&pool, false, false};
+  ctx.compiled = &compiler;
+  const GoldenCheck compiled = check_golden_fixture(testing::fixture_dir(GetParam()), dir.path(),
+                                                    {}, {.dtype = DType::F32}, ctx);
+  expect_f32_match(compiled);
+  EXPECT_GT(compiler.stats().compiled, 0);
+  const GoldenCheck eager = run({}, DType::F32, false, true);
+  EXPECT_EQ(compiled.logits.nmse, eager.logits.nmse);
+  EXPECT_EQ(compiled.logits.max_abs_error, eager.logits.max_abs_error);
+  EXPECT_EQ(compiled.decode.nmse, eager.decode.nmse);
+  EXPECT_EQ(compiled.greedy_actual, eager.greedy_actual);
 }
 
 // How far transformers' own logits move when the fixture's weights are rounded to bf16: the
