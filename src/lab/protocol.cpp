@@ -372,7 +372,8 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
     ThreadPool pool(o.threads);
     Context ctx{&pool, false};
     if (o.compiled) {
-      compile_cache = std::make_unique<compile::CompileCache>(o.compile_cache);
+      compile_cache = std::make_unique<compile::CompileCache>(
+          o.compile_cache.empty() ? compile::default_cache_root() : o.compile_cache);
       compiler = std::make_unique<compile::Compiler>(
           compile::CompilerOptions{.cache = compile_cache.get()});
       ctx.compiled = compiler.get();
@@ -484,9 +485,9 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
     for (const std::string& k : s.keys)
       row.compile_cache_key += (row.compile_cache_key.empty() ? "" : " ") + k;
     if (!s.keys.empty()) {
-      row.compile_cache_fetch =
-          cat("build/lathe cache fetch --from ",
-              shell_quote(o.cache_remote.empty() ? o.compile_cache.string() : o.cache_remote));
+      row.compile_cache_fetch = cat(
+          "build/lathe cache fetch --from ",
+          shell_quote(o.cache_remote.empty() ? compile_cache->root().string() : o.cache_remote));
       for (const std::string& k : s.keys) row.compile_cache_fetch += " --key " + k;
     }
   }

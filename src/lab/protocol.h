@@ -42,7 +42,8 @@ struct ProtocolOptions {
   int64_t memory_limit_bytes = 0;       // the plan stage refuses models that cannot fit
   std::filesystem::path progress_file;  // each stage's name is appended as it starts
   // The compiled mode (docs/compile-cache.md), the lab's default: modules kept in
-  // compile_cache; rows name cache_remote (else compile_cache) in their fetch command.
+  // compile_cache (empty: the default root); rows name cache_remote (else compile_cache) in
+  // their fetch command.
   bool compiled = true;
   std::filesystem::path compile_cache;
   std::string cache_remote;
