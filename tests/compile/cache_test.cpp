@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -613,7 +614,7 @@ TEST(CacheCli, StatusOfAnEmptyFolderAndHelpFollowTheConventions) {
   EXPECT_EQ(Json::parse(r.out)["root"], (dir / "env").string());
 
   for (const std::string c :
-       {"cache", "cache status", "cache cleanup", "cache sync", "cache fetch"}) {
+       {"cache", "cache status", "cache lookup", "cache cleanup", "cache sync", "cache fetch"}) {
     const auto h = testing::run_lathe_split(c + " --help");
     EXPECT_EQ(h.exit_code, 0) << c;
     EXPECT_EQ(h.out.rfind("usage: lathe " + (c == "cache" ? "cache SUBCOMMAND" : c), 0), 0u)
@@ -681,6 +682,44 @@ TEST(CacheCli, FetchFromAFolderCleanupAndUsageErrors) {
   r = testing::run_lathe_split("cache cleanup --max-size 1K" + dst);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(dst_cache.state(key(1)), CompileCache::State::Missing) << r.out;
+}
+
+// The modules a model needs (lathe cache lookup) are the ones lathe generate --compiled writes,
+// and lathe cache fetch MODEL brings those another cache has.
+TEST(CacheCli, LookupAndFetchOfAModelFollowGenerate) {
+  ScratchDir dir("cache-cli-model");
+  const std::string model = (dir / "model").string();
+  ASSERT_EQ(testing::run_lathe("tiny build " + testing::fixture_dir("llama_tied_gqa") + " " + model)
+                .exit_code,
+            0);
+  const std::string opts = " --threads 2 --max-seq 64";
+  const std::string src = " --cache-dir " + (dir / "src").string();
+  auto r = testing::run_lathe_split("generate " + model + " --prompt-ids '[1, 2, 3, 4, 5]'" +
+                                    " --max-new-tokens 3 --compiled" + opts + src);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = testing::run_lathe_split("cache lookup " + model + opts + src + " --prompt-tokens 16 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<int64_t, std::string> state;
+  const Json lookup = Json::parse(r.out);
+  for (const auto& m : lookup["modules"])
+    state[m["tokens"].get<int64_t>()] = m["state"].get<std::string>();
+  EXPECT_EQ(state,
+            (std::map<int64_t, std::string>{
+                {1, "ready"}, {2, "missing"}, {4, "missing"}, {8, "ready"}, {16, "missing"}}));
+  // Another cache fetches the two that exist; the rest are missing there, which is no error.
+  const std::string dst = " --cache-dir " + (dir / "dst").string();
+  r = testing::run_lathe_split("cache fetch " + model + " --from " + (dir / "src").string() + opts +
+                               dst + " --prompt-tokens 16");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 of 5 modules are in the cache"), std::string::npos) << r.out;
+  r = testing::run_lathe_split("cache lookup " + model + opts + dst + " --prompt-tokens 16");
+  EXPECT_NE(r.out.find("2 of 5 modules ready"), std::string::npos) << r.out;
+  // and the generate run on the fetched cache compiles nothing
+  r = testing::run_lathe_split("bench " + model + " --prompt-tokens 5 --new-tokens 3 --warmup 0" +
+                               " --repeat 1 --compiled --json" + opts + dst);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Json::parse(r.out)["compiled"]["modules_compiled"], 0) << r.out;
+  EXPECT_EQ(Json::parse(r.out)["compiled"]["modules_loaded"], 2) << r.out;
 }
 
 }  // namespace
