@@ -45,6 +45,8 @@ class Weights {
 
  private:
   Tensor fetch(const std::string& name, const Shape& shape, DType want);
+  // Adds `t` to the checkpoint's fetch log, when it has one; returns it.
+  Tensor record(std::vector<std::string> names, Tensor t, bool matrix);
   Tensor fp8(const std::string& name, const Shape& shape);
   // Zeros standing in for a missing or misshapen tensor, so finish() can report every problem
   // at once; throws when the stand-ins would outgrow the checkpoint itself.
