@@ -40,6 +40,8 @@ struct FetchRecord {
   // have its address reused by a later tensor.
   Tensor tensor;
   bool matrix = false;  // fetched as a matrix (the matrix dtype), else a vector (always F32)
+  // The stored matrix transposed ([in, out] as a Conv1D keeps it, loaded as [out, in]).
+  bool transposed = false;
 };
 struct FetchLog {
   std::vector<FetchRecord> records;
@@ -88,10 +90,10 @@ class Checkpoint {
   void set_fetch_log(FetchLog* log) { fetch_log_ = log; }
   FetchLog* fetch_log() const { return fetch_log_; }
 
- private:
-  // The name a tensor is stored under (names differ only in a text_model view).
+  // The name a tensor is stored under in its file (names differ only in a text_model view).
   const std::string& stored(const std::string& name) const;
 
+ private:
   std::filesystem::path dir_;
   Json config_;
   GenerationConfig generation_;

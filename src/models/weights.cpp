@@ -196,7 +196,16 @@ Tensor Weights::fp8(const std::string& name, const Shape& shape) {
 }
 
 Tensor Weights::record(std::vector<std::string> names, Tensor t, bool matrix) {
-  if (FetchLog* log = ckpt_.fetch_log()) log->records.push_back({std::move(names), t, matrix});
+  if (FetchLog* log = ckpt_.fetch_log()) {
+    for (std::string& n : names) n = ckpt_.stored(n);  // the checkpoint's own names
+    log->records.push_back({std::move(names), t, matrix});
+  }
+  return t;
+}
+
+Tensor Weights::transposed(const std::string& name, Tensor t) {
+  if (FetchLog* log = ckpt_.fetch_log())
+    log->records.push_back({{ckpt_.stored(name)}, t, true, true});
   return t;
 }
 

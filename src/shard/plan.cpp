@@ -177,7 +177,7 @@ struct TpAnalysis {
   };
   std::map<int32_t, WeightRole> weight;  // Weight node -> its role
   std::string problem;
-  std::map<std::string, int64_t> cross_head_norms;  // node name kind -> layers
+  std::map<std::string, int64_t> cross_head_norms;  // what they normalise -> how many
 };
 
 TpAnalysis analyze_tp(const Graph& g) {
@@ -200,7 +200,10 @@ TpAnalysis analyze_tp(const Graph& g) {
       mark(node.inputs[0], Role::ColumnHeads, heads);
       mark(node.inputs[1], Role::ColumnKv, g.at(node.inputs[1]).shape.at(1));
       mark(node.inputs[2], Role::ColumnKv, g.at(node.inputs[2]).shape.at(1));
-    } else if (node.op == Op::ActMul && g.at(node.inputs[0]).shape == g.at(node.inputs[1]).shape) {
+    } else if (node.op == Op::ActMul && g.at(node.inputs[0]).shape == g.at(node.inputs[1]).shape &&
+               source_linear(g, node.inputs[0]) >= 0 && source_linear(g, node.inputs[1]) >= 0) {
+      // Both sides projections (gate and up); a gate times another value (Gemma4's per-layer
+      // input) stays whole.
       const int64_t features = row_features(g.at(node.inputs[0]));
       mark(node.inputs[0], Role::ColumnFeatures, features);
       mark(node.inputs[1], Role::ColumnFeatures, features);
@@ -262,10 +265,9 @@ TpAnalysis analyze_tp(const Graph& g) {
         if (x.shape.back() > per_unit) {
           for (size_t k = 1; k < node.inputs.size(); ++k)
             role(node.inputs[k], Role::CrossHeadNorm, out.units);
-          std::string kind = node.name.empty() ? label(g, i) : node.name;
-          if (const size_t dot = kind.rfind('.'); dot != std::string::npos)
-            kind = kind.substr(dot + 1);
-          ++a.cross_head_norms[kind];
+          ++a.cross_head_norms[out.unit == Role::ColumnHeads ? "the q projection"
+                               : out.unit == Role::ColumnKv  ? "the k or v projection"
+                                                             : "an MLP's features"];
         }
         break;
       }
@@ -337,11 +339,11 @@ Layout analyze(const Model& model, const FetchLog& log) {
     tp = analyze_tp(g);
     L.tp_unsupported = tp.problem;
   }
-  for (const auto& [kind, layers] : tp.cross_head_norms)
-    L.notes.push_back(cat(kind, " of ", layers, " layer", layers == 1 ? "" : "s",
-                          " normalises the projection of all heads together: its weight is kept "
-                          "whole on every rank, and each rank all-gathers the projection before "
-                          "the norm, keeping its own heads after it"));
+  for (const auto& [what, norms] : tp.cross_head_norms)
+    L.notes.push_back(cat(norms, " norm", norms == 1 ? "" : "s", " of ", what,
+                          " act across all its heads (OLMo2's q_norm and k_norm): each weight is "
+                          "kept whole on every rank, and each rank all-gathers the projection "
+                          "before the norm, keeping its own heads after it"));
 
   // Expert parallelism: every Experts node's matrices, expert by expert.
   std::map<int32_t, int64_t> expert_of;  // Weight node -> expert
@@ -399,7 +401,8 @@ Layout analyze(const Model& model, const FetchLog& log) {
     --it;
     if (p + node.constant.nbytes() > it->end) continue;
     const Tensor& whole = log.records[it->record].tensor;
-    const size_t row = whole.nbytes() / static_cast<size_t>(std::max<int64_t>(whole.dim(0), 1));
+    const int64_t rows = whole.rank() == 0 ? 1 : std::max<int64_t>(whole.dim(0), 1);
+    const size_t row = whole.nbytes() / static_cast<size_t>(rows);
     const size_t offset = static_cast<size_t>(p - it->begin);
     Layout::Use u;
     u.record = it->record;
@@ -497,6 +500,8 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
   }
   std::map<std::string, std::vector<const Layout::Use*>> uses;
   for (const Layout::Use& u : L.uses) uses[log.records[u.record].names.at(0)].push_back(&u);
+  // A tensor fetched, then copied (a Conv1D transposed): the record the graph reads decides.
+  for (const auto& [name, us] : uses) record_of[name] = us.front()->record;
 
   // Counts that do not divide, gathered so that the most basic one is reported: heads before
   // kv heads before features.
@@ -545,7 +550,7 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
     for (const auto* u : us)
       if (what.find(u->node) == std::string::npos) what += (what.empty() ? "" : ", ") + u->node;
     t.use = what;
-    replicate(t, n, rows);
+    replicate(t, n, t.shape.empty() ? 1 : t.shape[0]);
     if (n == 1) continue;
     if (us.empty()) {
       // Rearranged or copied at load (a transposed Conv1D, per-head interleaved QKV, gpt-oss's
@@ -673,6 +678,8 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
       fail(L.architecture, ": ", t.name, " is read as ", what,
            " in ways that split it differently; the plan cannot split it");
     }
+    // Decided on the loaded [out, in] matrix; a Conv1D stores it [in, out].
+    if (record.transposed && lt.rank() == 2 && t.kind != ShardKind::Replicated) t.dim = 1 - t.dim;
   }
 
   if (!refusals.empty()) {
@@ -703,9 +710,9 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
   for (TensorShard& t : plan.tensors) {
     auto rec = record_of.find(t.name);
     if (rec != record_of.end() && t.kind != ShardKind::Replicated && n > 1) {
-      const Tensor& lt = log.records[rec->second].tensor;
+      const FetchRecord& record = log.records[rec->second];
       TensorShard main = t;
-      rescale(t, main, lt.dim(main.dim));
+      rescale(t, main, record.tensor.dim(record.transposed ? 1 - main.dim : main.dim));
     }
     if (t.shape.empty() && t.kind == ShardKind::Replicated)
       for (auto& rs : t.ranks) rs = {Range{0, 1}};

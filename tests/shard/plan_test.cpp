@@ -116,10 +116,40 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DenseTp,
                          ::testing::Values("llama_tied_gqa", "qwen3_tied", "phi3_untied_window",
                                            "olmo2_untied", "falcon_parallel_mqa_tied",
                                            "gpt_bigcode_mqa_tied", "qwen2_tied",
-                                           "starcoder2_tied_window_bias"));
+                                           "starcoder2_tied_window_bias", "gpt2_tied",
+                                           "llava_multimodal_text", "gemma4_text_kv_shared"));
 
-// The checkpoint tensor whose use names `node` (a graph node name) and whose name ends with
-// `suffix`.
+// Every fixture at degree 2, in the parallelism the planner would take: a plan in which every
+// tensor is once and every split one reassembles, or one lathe::Error.
+TEST(ShardPlan, EveryFixturePlansOrRefusesWithAMessage) {
+  int plans = 0, refusals = 0;
+  for (const auto& entry :
+       fs::directory_iterator(fs::path(LATHE_SOURCE_DIR) / "tests/fixtures/tiny")) {
+    const std::string name = entry.path().filename().string();
+    SCOPED_TRACE(name);
+    auto p = planned(name);
+    const Parallelism par = p->layout.experts > 0 ? Parallelism::Expert : Parallelism::Tensor;
+    ShardPlan plan;
+    try {
+      plan = make_plan(p->layout, p->ckpt, p->log, par, 2);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(p->layout.architecture), std::string::npos) << e.what();
+      ++refusals;
+      continue;
+    }
+    ++plans;
+    ASSERT_EQ(plan.tensors.size(), p->ckpt.tensor_names().size());
+    for (const TensorShard& t : plan.tensors) {
+      if (t.kind == ShardKind::Unused || t.kind == ShardKind::Replicated) continue;
+      if (t.dtype != "F32" && t.dtype != "BF16" && t.dtype != "F16") continue;
+      expect_reassembles(p->ckpt.tensor(t.name), t, 2);
+    }
+  }
+  EXPECT_GT(plans, 80);
+  EXPECT_GT(refusals, 0);
+}
+
+// The plan's tensor whose checkpoint name ends with `suffix`.
 const TensorShard& find(const ShardPlan& plan, const std::string& suffix) {
   for (const TensorShard& t : plan.tensors)
     if (t.name.ends_with(suffix)) return t;
@@ -141,6 +171,33 @@ TEST(ShardPlan, FusedQkvIsSlicedPartByPart) {
   const TensorShard& o = find(plan, "layers.0.self_attn.o_proj.weight");
   EXPECT_EQ(o.kind, ShardKind::Row);
   EXPECT_EQ(o.dim, 1);
+}
+
+TEST(ShardPlan, Conv1dWeightsAreSplitAlongTheirStoredDimensions) {
+  // GPT-2 keeps c_attn [hidden, 3 * hidden] (in, out): q, k and v are column blocks.
+  auto p = planned("gpt2_tied");
+  const ShardPlan plan = make_plan(p->layout, p->ckpt, p->log, Parallelism::Tensor, 2);
+  const TensorShard& qkv = find(plan, "h.0.attn.c_attn.weight");
+  ASSERT_EQ(qkv.kind, ShardKind::Column);
+  EXPECT_EQ(qkv.dim, 1);
+  const int64_t h = qkv.shape[0];
+  EXPECT_EQ(qkv.ranks[0], (std::vector<Range>{{0, h / 2}, {h, h + h / 2}, {2 * h, 2 * h + h / 2}}));
+  const TensorShard& proj = find(plan, "h.0.attn.c_proj.weight");
+  EXPECT_EQ(proj.kind, ShardKind::Row);
+  EXPECT_EQ(proj.dim, 0);
+  EXPECT_EQ(find(plan, "h.0.mlp.c_fc.weight").dim, 1);
+}
+
+TEST(ShardPlan, MultimodalCheckpointsKeepTheirOwnNames) {
+  auto p = planned("llava_multimodal_text");
+  const ShardPlan plan = make_plan(p->layout, p->ckpt, p->log, Parallelism::Tensor, 2);
+  // The text model's tensors under the checkpoint's names; the vision tower unused.
+  EXPECT_EQ(find(plan, "language_model.model.layers.0.self_attn.q_proj.weight").kind,
+            ShardKind::Column);
+  int64_t unused = 0;
+  for (const TensorShard& t : plan.tensors)
+    if (t.name.starts_with("vision_tower.")) unused += t.kind == ShardKind::Unused;
+  EXPECT_GT(unused, 0);
 }
 
 TEST(ShardPlan, FewerKvHeadsThanRanksGiveEachRankTheKvHeadItsQHeadsUse) {
