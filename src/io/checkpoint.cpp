@@ -169,6 +169,7 @@ Checkpoint Checkpoint::text_model(
   t.config_what_ = what;
   t.generation_ = generation_;
   t.files_ = files_;
+  t.fetch_log_ = fetch_log_;
   for (const auto& entry : where_) {
     const std::string& name = entry.first;  // a plain reference: the lambda below reads it
     const size_t file = entry.second;

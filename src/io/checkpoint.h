@@ -28,6 +28,25 @@ struct GenerationConfig {
   std::optional<int64_t> max_new_tokens;
 };
 
+// What a model's loader took from a checkpoint: each tensor it fetched and what it made of it
+// (a view of the mapping, or a converted copy). Recorded only when a caller sets a log
+// (Checkpoint::set_fetch_log): the shard planner (src/shard) finds a step graph's weights
+// among these by address, and so learns which checkpoint tensor each graph weight is.
+struct FetchRecord {
+  // The checkpoint tensors it was made from: the tensor, then its companions (an MXFP4
+  // matrix's "_scales", an FP8 matrix's "_scale_inv"); for MXFP4 the first is "_blocks".
+  std::vector<std::string> names;
+  // As loaded. Kept alive by the log, so that a copy the loader rearranged and dropped cannot
+  // have its address reused by a later tensor.
+  Tensor tensor;
+  bool matrix = false;  // fetched as a matrix (the matrix dtype), else a vector (always F32)
+  // The stored matrix transposed ([in, out] as a Conv1D keeps it, loaded as [out, in]).
+  bool transposed = false;
+};
+struct FetchLog {
+  std::vector<FetchRecord> records;
+};
+
 class Checkpoint {
  public:
   // Reads the folder's config.json and opens (maps) every safetensors file. Throws
@@ -66,10 +85,15 @@ class Checkpoint {
                         const std::vector<std::pair<std::string, std::string>>& renames) const;
   size_t left_out() const { return left_out_; }
 
- private:
-  // The name a tensor is stored under (names differ only in a text_model view).
+  // Where a model's loader records what it fetches (see FetchLog); null: nowhere. The log must
+  // outlive the loads; a text_model view records into its parent's log.
+  void set_fetch_log(FetchLog* log) { fetch_log_ = log; }
+  FetchLog* fetch_log() const { return fetch_log_; }
+
+  // The name a tensor is stored under in its file (names differ only in a text_model view).
   const std::string& stored(const std::string& name) const;
 
+ private:
   std::filesystem::path dir_;
   Json config_;
   GenerationConfig generation_;
@@ -78,6 +102,7 @@ class Checkpoint {
   std::map<std::string, std::string> stored_;  // text_model view: name -> name in its file
   std::string config_what_;                    // text_model view: where its config comes from
   size_t left_out_ = 0;
+  FetchLog* fetch_log_ = nullptr;
 };
 
 // Parses the decoding fields of generation_config.json / config.json.

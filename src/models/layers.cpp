@@ -94,7 +94,7 @@ Tensor transpose_matrix(const Tensor& m) {
 }
 
 Tensor load_conv1d(Weights& w, const std::string& name, int64_t in, int64_t out) {
-  return transpose_matrix(w.matrix(name, {in, out}));
+  return w.transposed(name, transpose_matrix(w.matrix(name, {in, out})));
 }
 
 std::vector<float> alibi_slopes(int64_t heads) {

@@ -149,8 +149,10 @@ Tensor Weights::mxfp4(const std::string& name, const Shape& shape, bool native) 
   const auto blocks = bytes(name + "_blocks", blocks_shape, "U8");
   const auto scales = bytes(name + "_scales", scales_shape, "U8");
   if (blocks.empty() || scales.empty()) return placeholder(name + "_blocks", shape, matrix_dtype_);
-  Tensor out = native ? pack_mxfp4(blocks, scales, shape)
-                      : dequantize_mxfp4(blocks, scales, shape, matrix_dtype_);
+  Tensor out = record({name + "_blocks", name + "_scales"},
+                      native ? pack_mxfp4(blocks, scales, shape)
+                             : dequantize_mxfp4(blocks, scales, shape, matrix_dtype_),
+                      true);
   // The packed bytes are not needed again: give their pages back, so that the model holds
   // its copy only (the repacked blocks are 17 bytes where the mapping had 16 + 1).
   for (const std::string& part : {name + "_blocks", name + "_scales"})
@@ -193,13 +195,28 @@ Tensor Weights::fp8(const std::string& name, const Shape& shape) {
   return out;
 }
 
+Tensor Weights::record(std::vector<std::string> names, Tensor t, bool matrix) {
+  if (FetchLog* log = ckpt_.fetch_log()) {
+    for (std::string& n : names) n = ckpt_.stored(n);  // the checkpoint's own names
+    log->records.push_back({std::move(names), t, matrix});
+  }
+  return t;
+}
+
+Tensor Weights::transposed(const std::string& name, Tensor t) {
+  if (FetchLog* log = ckpt_.fetch_log())
+    log->records.push_back({{ckpt_.stored(name)}, t, true, true});
+  return t;
+}
+
 Tensor Weights::matrix(const std::string& name, const Shape& shape) {
-  if (ckpt_.has(name) && ckpt_.entry(name).dtype_name == "F8_E4M3") return fp8(name, shape);
-  return fetch(name, shape, matrix_dtype_);
+  if (ckpt_.has(name) && ckpt_.entry(name).dtype_name == "F8_E4M3")
+    return record({name, name + "_scale_inv"}, fp8(name, shape), true);
+  return record({name}, fetch(name, shape, matrix_dtype_), true);
 }
 
 Tensor Weights::vector(const std::string& name, const Shape& shape) {
-  return fetch(name, shape, DType::F32);
+  return record({name}, fetch(name, shape, DType::F32), false);
 }
 
 void Weights::finish(const std::string& architecture) const {

@@ -29,6 +29,9 @@ class Weights {
   // it) or dequantized into the matrix dtype. Either way the mapped blocks and scales are
   // given back afterwards (SafetensorsFile::release).
   Tensor mxfp4(const std::string& name, const Shape& shape, bool native);
+  // Records, for the fetch log, that `t` is the matrix `name` transposed (a Conv1D weight);
+  // returns it.
+  Tensor transposed(const std::string& name, Tensor t);
   bool has(const std::string& name) const { return ckpt_.has(name); }
   // Marks a tensor the reference implementation also ignores (e.g. a tied lm_head copy).
   void ignore(const std::string& name) { used_.insert(name); }
@@ -45,6 +48,8 @@ class Weights {
 
  private:
   Tensor fetch(const std::string& name, const Shape& shape, DType want);
+  // Adds `t` to the checkpoint's fetch log, when it has one; returns it.
+  Tensor record(std::vector<std::string> names, Tensor t, bool matrix);
   Tensor fp8(const std::string& name, const Shape& shape);
   // Zeros standing in for a missing or misshapen tensor, so finish() can report every problem
   // at once; throws when the stand-ins would outgrow the checkpoint itself.
