@@ -42,6 +42,9 @@ struct FetchRecord {
   bool matrix = false;  // fetched as a matrix (the matrix dtype), else a vector (always F32)
   // The stored matrix transposed ([in, out] as a Conv1D keeps it, loaded as [out, in]).
   bool transposed = false;
+  // Non-empty: a copy gathering rows of what was loaded: its row i is loaded row rows_from[i]
+  // (the q, k and v of a per-head interleaved [q k v] tensor).
+  std::vector<int64_t> rows_from = {};
 };
 struct FetchLog {
   std::vector<FetchRecord> records;

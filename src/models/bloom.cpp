@@ -38,8 +38,10 @@ class BloomModel : public Decoder {
       l.attn_norm = load_layer_norm(w, p + "input_layernorm.", h);
       // BloomAttention._reshape: query_key_value's output viewed as (heads, 3, head_dim).
       const std::string qkv = p + "self_attention.query_key_value.";
-      const FusedQkv m = split_fused_qkv(w.matrix(qkv + "weight", {3 * h, h}), s, s.heads);
-      const FusedQkv b = split_fused_qkv(w.vector(qkv + "bias", {3 * h}), s, s.heads);
+      const FusedQkv m =
+          split_fused_qkv(w, qkv + "weight", w.matrix(qkv + "weight", {3 * h, h}), s, s.heads);
+      const FusedQkv b =
+          split_fused_qkv(w, qkv + "bias", w.vector(qkv + "bias", {3 * h}), s, s.heads);
       l.attn.q = m.q, l.attn.k = m.k, l.attn.v = m.v;
       l.attn.q_bias = b.q, l.attn.k_bias = b.k, l.attn.v_bias = b.v;
       l.attn.o = w.matrix(p + "self_attention.dense.weight", {h, h});

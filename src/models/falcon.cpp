@@ -66,12 +66,13 @@ class FalconModel : public Decoder {
           break;
       }
       const std::string qkv = p + "self_attention.query_key_value.";
-      const FusedQkv m =
-          split_fused_qkv(w.matrix(qkv + "weight", {qkv_out, h}), s, cfg_.qkv_groups);
+      const FusedQkv m = split_fused_qkv(w, qkv + "weight", w.matrix(qkv + "weight", {qkv_out, h}),
+                                         s, cfg_.qkv_groups);
       l.attn.q = m.q, l.attn.k = m.k, l.attn.v = m.v;
       l.attn.o = w.matrix(p + "self_attention.dense.weight", {h, s.heads * s.head_dim});
       if (bias) {
-        const FusedQkv b = split_fused_qkv(w.vector(qkv + "bias", {qkv_out}), s, cfg_.qkv_groups);
+        const FusedQkv b =
+            split_fused_qkv(w, qkv + "bias", w.vector(qkv + "bias", {qkv_out}), s, cfg_.qkv_groups);
         l.attn.q_bias = b.q, l.attn.k_bias = b.k, l.attn.v_bias = b.v;
         l.attn.o_bias = w.vector(p + "self_attention.dense.bias", {h});
       }

@@ -35,9 +35,11 @@ class GptFamilyModel : public Decoder {
       l.spec.scale = cfg_.layer_scale.at(i);
       l.attn_norm = load_layer_norm(w, p + "ln_1.", h);
       FusedQkv qkv =
-          split_fused_qkv(linear(p + "attn.c_attn.weight", h, qkv_out), s, cfg_.qkv_groups);
+          split_fused_qkv(w, p + "attn.c_attn.weight", linear(p + "attn.c_attn.weight", h, qkv_out),
+                          s, cfg_.qkv_groups);
       FusedQkv bias =
-          split_fused_qkv(w.vector(p + "attn.c_attn.bias", {qkv_out}), s, cfg_.qkv_groups);
+          split_fused_qkv(w, p + "attn.c_attn.bias", w.vector(p + "attn.c_attn.bias", {qkv_out}), s,
+                          cfg_.qkv_groups);
       l.attn.q = qkv.q, l.attn.k = qkv.k, l.attn.v = qkv.v;
       l.attn.q_bias = bias.q, l.attn.k_bias = bias.k, l.attn.v_bias = bias.v;
       l.attn.o = linear(p + "attn.c_proj.weight", q_out, h);

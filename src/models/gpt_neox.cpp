@@ -41,14 +41,16 @@ class GPTNeoXModel : public Decoder {
       // each head into q, k, v: rows are [q_0; k_0; v_0; q_1; ...], one group per head.
       const AttentionSpec& s = cfg_.attention;
       FusedQkv qkv =
-          split_fused_qkv(w.matrix(p + "attention.query_key_value.weight", {3 * h, h}), s, s.heads);
+          split_fused_qkv(w, p + "attention.query_key_value.weight",
+                          w.matrix(p + "attention.query_key_value.weight", {3 * h, h}), s, s.heads);
       l.attn.q = std::move(qkv.q);
       l.attn.k = std::move(qkv.k);
       l.attn.v = std::move(qkv.v);
       l.attn.o = w.matrix(p + "attention.dense.weight", {h, h});
       if (cfg_.attention_bias) {
         FusedQkv b =
-            split_fused_qkv(w.vector(p + "attention.query_key_value.bias", {3 * h}), s, s.heads);
+            split_fused_qkv(w, p + "attention.query_key_value.bias",
+                            w.vector(p + "attention.query_key_value.bias", {3 * h}), s, s.heads);
         l.attn.q_bias = std::move(b.q);
         l.attn.k_bias = std::move(b.k);
         l.attn.v_bias = std::move(b.v);

@@ -53,6 +53,25 @@ Tensor gather_row_blocks(const Tensor& m, const std::vector<int64_t>& starts, in
   return y;
 }
 
+// The first row of every head of each kind in a grouped [q.. k.. v..] layout, group by group.
+struct HeadStarts {
+  std::vector<int64_t> q, k, v;
+};
+HeadStarts head_starts(const AttentionSpec& s, int64_t groups) {
+  const int64_t q_per = s.heads / groups, kv_per = s.kv_heads / groups;
+  const int64_t group_rows = (q_per + 2 * kv_per) * s.head_dim;
+  HeadStarts h;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t base = g * group_rows;
+    for (int64_t i = 0; i < q_per; ++i) h.q.push_back(base + i * s.head_dim);
+    for (int64_t i = 0; i < kv_per; ++i) {
+      h.k.push_back(base + (q_per + i) * s.head_dim);
+      h.v.push_back(base + (q_per + kv_per + i) * s.head_dim);
+    }
+  }
+  return h;
+}
+
 }  // namespace
 
 FusedQkv split_fused_qkv(const Tensor& fused, const AttentionSpec& s, int64_t groups) {
@@ -61,24 +80,29 @@ FusedQkv split_fused_qkv(const Tensor& fused, const AttentionSpec& s, int64_t gr
       s.heads % groups != 0 || s.kv_heads % groups != 0)
     fail("internal: split_fused_qkv: ", shape_str(fused.shape()), " for ", s.heads, " heads, ",
          s.kv_heads, " kv heads of ", s.head_dim, " in ", groups, " groups");
-  const int64_t q_per = s.heads / groups, kv_per = s.kv_heads / groups;
   if (groups == 1) {  // [q | k | v]: three row blocks, views of the fused tensor
     const int64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
     return {fused.rows(0, q), fused.rows(q, kv), fused.rows(q + kv, kv)};
   }
-  const int64_t group_rows = (q_per + 2 * kv_per) * s.head_dim;
-  // The first row of every head of each kind, group by group.
-  std::vector<int64_t> q, k, v;
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t base = g * group_rows;
-    for (int64_t i = 0; i < q_per; ++i) q.push_back(base + i * s.head_dim);
-    for (int64_t i = 0; i < kv_per; ++i) {
-      k.push_back(base + (q_per + i) * s.head_dim);
-      v.push_back(base + (q_per + kv_per + i) * s.head_dim);
-    }
-  }
+  const auto [q, k, v] = head_starts(s, groups);
   return {gather_row_blocks(fused, q, s.head_dim), gather_row_blocks(fused, k, s.head_dim),
           gather_row_blocks(fused, v, s.head_dim)};
+}
+
+FusedQkv split_fused_qkv(Weights& w, const std::string& name, const Tensor& fused,
+                         const AttentionSpec& s, int64_t groups) {
+  FusedQkv out = split_fused_qkv(fused, s, groups);
+  if (groups == 1) return out;  // views: found by address
+  const auto starts = head_starts(s, groups);
+  const std::vector<int64_t>* kinds[] = {&starts.q, &starts.k, &starts.v};
+  Tensor* parts[] = {&out.q, &out.k, &out.v};
+  for (int i = 0; i < 3; ++i) {
+    std::vector<int64_t> rows;
+    for (int64_t start : *kinds[i])
+      for (int64_t r = 0; r < s.head_dim; ++r) rows.push_back(start + r);
+    *parts[i] = w.gathered(name, fused, *parts[i], std::move(rows));
+  }
+  return out;
 }
 
 Tensor transpose_matrix(const Tensor& m) {

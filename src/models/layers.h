@@ -67,6 +67,11 @@ struct FusedQkv {
   Tensor q, k, v;
 };
 FusedQkv split_fused_qkv(const Tensor& fused, const AttentionSpec& s, int64_t groups);
+// The same for a tensor fetched as `name` through `w`: the copies a grouped layout makes are
+// recorded in the checkpoint's fetch log with the rows they came from (the shard planner
+// splits the fused tensor by them).
+FusedQkv split_fused_qkv(Weights& w, const std::string& name, const Tensor& fused,
+                         const AttentionSpec& s, int64_t groups);
 
 // transformers Conv1D (GPT-2) stores a linear layer's weight as [in, out]: loads it and
 // transposes it once to the [out, in] that a Linear node takes.

@@ -209,6 +209,19 @@ Tensor Weights::transposed(const std::string& name, Tensor t) {
   return t;
 }
 
+Tensor Weights::gathered(const std::string& name, const Tensor& source, Tensor t,
+                         std::vector<int64_t> rows_from) {
+  FetchLog* log = ckpt_.fetch_log();
+  if (!log) return t;
+  // A gathered copy of a transposed one (a Conv1D) is itself of the transposed matrix.
+  bool transposed = false;
+  for (const FetchRecord& r : log->records)
+    if (r.tensor.data<void>() == source.data<void>()) transposed = r.transposed;
+  log->records.push_back(
+      {{ckpt_.stored(name)}, t, source.rank() == 2, transposed, std::move(rows_from)});
+  return t;
+}
+
 Tensor Weights::matrix(const std::string& name, const Shape& shape) {
   if (ckpt_.has(name) && ckpt_.entry(name).dtype_name == "F8_E4M3")
     return record({name, name + "_scale_inv"}, fp8(name, shape), true);

@@ -32,6 +32,10 @@ class Weights {
   // Records, for the fetch log, that `t` is the matrix `name` transposed (a Conv1D weight);
   // returns it.
   Tensor transposed(const std::string& name, Tensor t);
+  // Records that `t` gathers rows of `source` (as fetched for `name`): its row i is source's
+  // row rows_from[i]; returns it.
+  Tensor gathered(const std::string& name, const Tensor& source, Tensor t,
+                  std::vector<int64_t> rows_from);
   bool has(const std::string& name) const { return ckpt_.has(name); }
   // Marks a tensor the reference implementation also ignores (e.g. a tied lm_head copy).
   void ignore(const std::string& name) { used_.insert(name); }

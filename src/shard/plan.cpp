@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
 #include "graph/quantize.h"
@@ -500,8 +501,11 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
   }
   std::map<std::string, std::vector<const Layout::Use*>> uses;
   for (const Layout::Use& u : L.uses) uses[log.records[u.record].names.at(0)].push_back(&u);
-  // A tensor fetched, then copied (a Conv1D transposed): the record the graph reads decides.
+  // What was fetched gives the bytes; a copy the graph reads instead (a Conv1D transposed, the
+  // q, k, v gathered from an interleaved tensor) gives the geometry.
+  const std::map<std::string, size_t> fetch_of = record_of;
   for (const auto& [name, us] : uses) record_of[name] = us.front()->record;
+  std::map<std::string, int64_t> split_size;  // the split dimension's size as loaded
 
   // Counts that do not divide, gathered so that the most basic one is reported: heads before
   // kv heads before features.
@@ -531,13 +535,17 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
     auto rec = record_of.find(t.name);
     if (rec == record_of.end()) continue;  // Unused, or a companion (below)
     const FetchRecord& record = log.records[rec->second];
+    const FetchRecord& fetched = log.records[fetch_of.at(t.name)];
     const Tensor& lt = record.tensor;
-    t.loaded = lt.dtype() == DType::MXFP4 ? Loaded::Mxfp4
-               : record.matrix            ? Loaded::Matrix
-                                          : Loaded::Vector;
-    t.loaded_numel = lt.numel();
+    t.loaded = fetched.tensor.dtype() == DType::MXFP4 ? Loaded::Mxfp4
+               : fetched.matrix                       ? Loaded::Matrix
+                                                      : Loaded::Vector;
+    t.loaded_numel = fetched.tensor.numel();
     t.quantizable = L.quantizable[rec->second];
-    const int64_t rows = lt.rank() == 0 ? 1 : lt.dim(0);
+    // Rows of the matrix as the graph reads it ([out, in]; a Conv1D stores [in, out]).
+    const bool transposed = record.transposed && t.shape.size() == 2;
+    const int64_t rows = t.shape.empty() ? 1 : transposed ? t.shape[1] : t.shape[0];
+    split_size[t.name] = rows;
     std::vector<const Layout::Use*> us = uses[t.name];
     std::vector<Role> roles;
     for (const auto* u : us) roles.push_back(tp ? u->tp : u->ep);
@@ -604,7 +612,8 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
       }
     } else if (any(Role::Row)) {
       const auto* u = us.front();
-      if (!all({Role::Row}) || us.size() != 1 || u->first != 0 || u->count != rows)
+      if (!all({Role::Row}) || us.size() != 1 || u->first != 0 || u->count != lt.dim(0) ||
+          !record.rows_from.empty())
         fail(L.architecture, ": ", t.name, " is read as ", what,
              ": the plan splits a row-parallel tensor only when one Linear reads all of it");
       if (u->units % n != 0) {
@@ -619,33 +628,50 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
       t.kind = ShardKind::Row;
       t.dim = lt.rank() - 1;
       const int64_t cols = lt.dim(-1);
+      split_size[t.name] = cols;
       for (int r = 0; r < n; ++r) t.ranks[r] = {block(0, cols, n, r)};
     } else if (all({Role::ColumnHeads, Role::ColumnKv, Role::ColumnFeatures, Role::HeadsVector})) {
       // Each part (q, k, v of a fused tensor) split on its own; a rank takes its block of
-      // every part, in order.
+      // every part. A part gathered from an interleaved tensor (GPT-NeoX's per head [q k v])
+      // maps its rows back to the tensor's: there whole head groups are contiguous rows.
       std::vector<const Layout::Use*> parts = us;
+      auto key = [](const Layout::Use* u) { return std::tuple(u->record, u->first, u->count); };
       std::sort(parts.begin(), parts.end(),
-                [](const auto* a, const auto* b) { return a->first < b->first; });
+                [&](const auto* a, const auto* b) { return key(a) < key(b); });
       parts.erase(std::unique(parts.begin(), parts.end(),
-                              [](const auto* a, const auto* b) {
-                                return a->first == b->first && a->count == b->count;
-                              }),
+                              [&](const auto* a, const auto* b) { return key(a) == key(b); }),
                   parts.end());
-      int64_t next = 0;
+      // The tensor's ranges that loaded rows [r.begin, r.end) of a part's record come from.
+      auto source = [&](const Layout::Use* p, Range r) {
+        const std::vector<int64_t>& from = log.records[p->record].rows_from;
+        std::vector<Range> out;
+        for (int64_t i = r.begin; i < r.end; ++i) {
+          const int64_t row = from.empty() ? i : from.at(static_cast<size_t>(i));
+          if (!out.empty() && out.back().end == row)
+            ++out.back().end;
+          else
+            out.push_back({row, row + 1});
+        }
+        return out;
+      };
+      std::vector<int> cover(static_cast<size_t>(rows), 0);
       for (const auto* p : parts) {
-        if (p->first != next || p->count == 0)
-          fail(L.architecture, ": ", t.name, ": its parts (", what,
-               ") do not tile its rows; the plan cannot split it");
-        next = p->first + p->count;
+        if (p->count == 0)
+          fail(L.architecture, ": ", t.name, ": ", p->node,
+               " reads part of a row of it; the plan cannot split it");
+        for (const Range& r : source(p, {p->first, p->first + p->count}))
+          for (int64_t i = r.begin; i < r.end; ++i) ++cover.at(static_cast<size_t>(i));
       }
-      if (next != rows)
-        fail(L.architecture, ": ", t.name, ": rows ", next, " .. ", rows,
-             " are read by no node; the plan cannot split it");
+      for (int64_t i = 0; i < rows; ++i)
+        if (cover[static_cast<size_t>(i)] != 1)
+          fail(L.architecture, ": ", t.name, ": its parts (", what, ") read row ", i, " ",
+               cover[static_cast<size_t>(i)], " times; the plan cannot split it");
       t.kind = ShardKind::Column;
       t.ranks.assign(static_cast<size_t>(n), {});
       for (const auto* p : parts) {
         const int64_t units = p->units;
         const Role role = tp ? p->tp : p->ep;
+        std::vector<Range> mine(static_cast<size_t>(n));  // each rank's rows of this part
         if (role == Role::ColumnKv && units < n && n % units == 0) {
           // Fewer kv heads than ranks: each rank takes the kv head its q heads use (rank r
           // holds q heads r*H/N ..; with H/N dividing the group H/kv, all of them use kv head
@@ -653,13 +679,11 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
           const int64_t per_head = p->count / units;
           for (int r = 0; r < n; ++r) {
             const int64_t h = static_cast<int64_t>(r) * units / n;
-            t.ranks[r].push_back({p->first + h * per_head, p->first + (h + 1) * per_head});
+            mine[r] = {p->first + h * per_head, p->first + (h + 1) * per_head};
           }
           t.note = cat(units, " kv heads across ", n, " ranks: each kv head replicated on ",
                        n / units, " ranks, each rank holding the one its q heads use");
-          continue;
-        }
-        if (units % n != 0) {
+        } else if (units % n != 0) {
           refuse(
               role,
               cat(L.architecture, ": ", t.name, ": ", units, " ", units_word(role), " across ", n,
@@ -669,17 +693,27 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
                                            "replicated"
                                          : ""));
           continue;
+        } else {
+          for (int r = 0; r < n; ++r) mine[r] = block(p->first, p->count, n, r);
         }
-        // One range per part, even where two parts' blocks touch: a rank's slice reads as its
-        // block of q, then of k, then of v.
-        for (int r = 0; r < n; ++r) t.ranks[r].push_back(block(p->first, p->count, n, r));
+        for (int r = 0; r < n; ++r)
+          for (const Range& s : source(p, mine[r])) t.ranks[r].push_back(s);
+      }
+      // In the tensor's order, touching ranges joined: [q | k | v] gives a rank its block of
+      // q, of k and of v; per-head [q k v] gives it one block of whole heads.
+      for (auto& rs : t.ranks) {
+        std::sort(rs.begin(), rs.end(),
+                  [](const Range& a, const Range& b) { return a.begin < b.begin; });
+        std::vector<Range> joined;
+        for (const Range& r : rs) append(joined, r);
+        rs = std::move(joined);
       }
     } else {
       fail(L.architecture, ": ", t.name, " is read as ", what,
            " in ways that split it differently; the plan cannot split it");
     }
     // Decided on the loaded [out, in] matrix; a Conv1D stores it [in, out].
-    if (record.transposed && lt.rank() == 2 && t.kind != ShardKind::Replicated) t.dim = 1 - t.dim;
+    if (transposed && t.kind != ShardKind::Replicated) t.dim = 1 - t.dim;
   }
 
   if (!refusals.empty()) {
@@ -710,9 +744,8 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
   for (TensorShard& t : plan.tensors) {
     auto rec = record_of.find(t.name);
     if (rec != record_of.end() && t.kind != ShardKind::Replicated && n > 1) {
-      const FetchRecord& record = log.records[rec->second];
       TensorShard main = t;
-      rescale(t, main, record.tensor.dim(record.transposed ? 1 - main.dim : main.dim));
+      rescale(t, main, split_size.at(t.name));
     }
     if (t.shape.empty() && t.kind == ShardKind::Replicated)
       for (auto& rs : t.ranks) rs = {Range{0, 1}};
@@ -721,14 +754,13 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
     auto c = companion_of.find(t.name);
     if (c == companion_of.end() || record_of.count(t.name)) continue;
     const TensorShard& main = plan.tensors[index.at(c->second)];
-    const Tensor& lt = log.records[record_of.at(c->second)].tensor;
     const int64_t size = t.shape.empty() ? 1 : t.shape[0];
     if (main.kind == ShardKind::Replicated || main.kind == ShardKind::Unused ||
         t.shape.size() <= static_cast<size_t>(main.dim)) {
       replicate(t, n, size);
       if (main.kind == ShardKind::Unused) t.kind = ShardKind::Unused;
     } else {
-      rescale(t, main, lt.dim(main.dim));
+      rescale(t, main, main.shape.at(static_cast<size_t>(main.dim)));
     }
     t.use = cat("the scales of ", main.name);
   }

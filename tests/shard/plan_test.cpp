@@ -200,6 +200,24 @@ TEST(ShardPlan, MultimodalCheckpointsKeepTheirOwnNames) {
   EXPECT_GT(unused, 0);
 }
 
+bool holds(const std::vector<Range>& ranges, Range want) {
+  for (const Range& r : ranges)
+    if (r.begin <= want.begin && want.end <= r.end) return true;
+  return false;
+}
+
+TEST(ShardPlan, PerHeadInterleavedQkvGivesEachRankWholeHeads) {
+  // GPT-NeoX keeps query_key_value per head [q k v]: rank r's heads are one block of rows.
+  auto p = planned("gpt_neox_sequential_tied_nobias");
+  const ShardPlan plan = make_plan(p->layout, p->ckpt, p->log, Parallelism::Tensor, 2);
+  const TensorShard& qkv = find(plan, "layers.0.attention.query_key_value.weight");
+  ASSERT_EQ(qkv.kind, ShardKind::Column);
+  const int64_t rows = qkv.shape[0];
+  EXPECT_EQ(qkv.ranks[0], (std::vector<Range>{{0, rows / 2}}));
+  EXPECT_EQ(qkv.ranks[1], (std::vector<Range>{{rows / 2, rows}}));
+  EXPECT_EQ(find(plan, "layers.0.attention.dense.weight").kind, ShardKind::Row);
+}
+
 TEST(ShardPlan, FewerKvHeadsThanRanksGiveEachRankTheKvHeadItsQHeadsUse) {
   auto p = planned("falcon_parallel_mqa_tied");  // 4 q heads, 1 kv head, fused [q | k | v]
   for (int n : {2, 4}) {
@@ -210,15 +228,16 @@ TEST(ShardPlan, FewerKvHeadsThanRanksGiveEachRankTheKvHeadItsQHeadsUse) {
     const int64_t heads = p->layout.heads, kv = p->layout.kv_heads, hd = p->layout.head_dim;
     ASSERT_EQ(kv, 1);
     for (int r = 0; r < n; ++r) {
-      // Its q block, then the k and v rows of the kv head its q heads use.
-      ASSERT_EQ(qkv.ranks[r].size(), 3u);
+      // Its q block, and the k and v rows of the kv head its q heads use.
       const int64_t first_q = r * heads / n, last_q = (r + 1) * heads / n - 1;
       const int64_t group = heads / kv;
       EXPECT_EQ(first_q / group, last_q / group);
       const int64_t g = first_q / group;
-      EXPECT_EQ(qkv.ranks[r][1], (Range{heads * hd + g * hd, heads * hd + (g + 1) * hd}));
-      EXPECT_EQ(qkv.ranks[r][2],
-                (Range{(heads + kv) * hd + g * hd, (heads + kv) * hd + (g + 1) * hd}));
+      EXPECT_TRUE(holds(qkv.ranks[r], {first_q * hd, (last_q + 1) * hd}));
+      EXPECT_TRUE(holds(qkv.ranks[r], {heads * hd + g * hd, heads * hd + (g + 1) * hd}));
+      EXPECT_TRUE(
+          holds(qkv.ranks[r], {(heads + kv) * hd + g * hd, (heads + kv) * hd + (g + 1) * hd}));
+      EXPECT_EQ(qkv.extent(r), (heads / n + 2) * hd);
     }
   }
   auto q = planned("qwen3_moe_headdim_mlp_only");  // 4 heads, 1 kv head, separate k_proj
