@@ -1,8 +1,6 @@
 // lathe cache status|cleanup|sync|fetch: the persistent compile cache (docs/compile-cache.md).
 #include <algorithm>
-#include <cctype>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +12,7 @@
 #include "core/error.h"
 #include "io/json.h"
 #include "models/engine.h"
+#include "shard/planner.h"
 
 namespace lathe {
 namespace fs = std::filesystem;
@@ -66,44 +65,14 @@ bool parse_or_help(Args& args, int argc, char** argv) {
   return args.help();
 }
 
-std::string format_bytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
+using shard::format_bytes;
 
-// "2G", "500M", "64K", "1.5GiB", "1000": bytes, in powers of 1024.
+// --max-size: "2G", "500M", "64K", "1.5GiB", "1000": bytes, in powers of 1024.
 uint64_t parse_size(const std::string& text, const std::string& option) {
-  auto bad = [&]() -> UsageError {
-    return UsageError(cat("lathe cache cleanup: ", option,
-                          " needs a size such as 2G, 500M, 64K or a number of bytes, got \"", text,
-                          "\""));
-  };
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    throw bad();
-  }
-  std::string unit = text.substr(used);
-  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (unit == "B")
-    unit.clear();
-  else if ((unit.size() == 3 && unit.ends_with("IB")) || (unit.size() == 2 && unit[1] == 'B'))
-    unit.resize(1);  // GiB, GB: G
-  const std::string units = "KMGT";
-  double scale = 1;
-  if (unit.size() == 1 && units.find(unit[0]) != std::string::npos)
-    scale = std::pow(1024.0, static_cast<double>(units.find(unit[0]) + 1));
-  else if (!unit.empty())
-    throw bad();
-  if (!std::isfinite(v) || v < 0 || v * scale > 1.8e19) throw bad();
-  return static_cast<uint64_t>(v * scale);
+  if (const auto bytes = shard::parse_size(text)) return *bytes;
+  throw UsageError(cat("lathe cache cleanup: ", option,
+                       " needs a size such as 2G, 500M, 64K or a number of bytes, got \"", text,
+                       "\""));
 }
 
 // How long ago `t` was, in words ("3.2 days ago").
