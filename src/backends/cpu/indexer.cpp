@@ -15,10 +15,14 @@ struct RowScratch {
   float* scores;
 };
 
-// Floats per row; pairs and ids first, so that they stay 8-byte aligned.
+// Floats per row; pairs and ids first, so that they stay 8-byte aligned, and each row a whole
+// 64 bytes, so that the next row's pairs are aligned too (an odd max_context would leave them
+// 4 bytes off).
 int64_t row_floats(int64_t max_context) {
-  return max_context * static_cast<int64_t>((sizeof(TopkPair) + sizeof(int64_t)) / sizeof(float)) +
-         max_context;
+  const int64_t n =
+      max_context * static_cast<int64_t>((sizeof(TopkPair) + sizeof(int64_t)) / sizeof(float)) +
+      max_context;
+  return (n + 15) / 16 * 16;
 }
 
 RowScratch row_scratch(float* base, int64_t max_context) {
