@@ -19,10 +19,6 @@ namespace lathe {
 namespace {
 namespace fs = std::filesystem;
 
-fs::path fixture(const std::string& name) {
-  return fs::path(LATHE_SOURCE_DIR) / "tests/fixtures/tiny" / name;
-}
-
 // A tiny checkpoint built from a fixture, loaded.
 struct Loaded {
   testing::ScratchDir dir{"engine"};
@@ -38,7 +34,8 @@ struct Loaded {
 std::unique_ptr<Loaded> load(const std::string& name, DType storage = DType::F32) {
   auto l = std::make_unique<Loaded>();
   const size_t at = name.find('@');
-  build_tiny_checkpoint(fixture(name.substr(0, at)), l->dir.path(), {.dtype = storage});
+  build_tiny_checkpoint(testing::fixture_dir(name.substr(0, at)), l->dir.path(),
+                        {.dtype = storage});
   const Checkpoint ckpt = Checkpoint::open(l->dir.path());
   ModelOptions options;
   if (at != std::string::npos) options.quantize = quant_type_from_name(name.substr(at + 1));

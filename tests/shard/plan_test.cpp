@@ -23,10 +23,6 @@ namespace lathe::shard {
 namespace {
 namespace fs = std::filesystem;
 
-fs::path fixture(const std::string& name) {
-  return fs::path(LATHE_SOURCE_DIR) / "tests/fixtures/tiny" / name;
-}
-
 // A fixture built, loaded with its fetches logged, and analysed. Held by pointer: the
 // checkpoint keeps the log's address.
 struct Planned {
@@ -39,7 +35,7 @@ struct Planned {
 
 std::unique_ptr<Planned> planned(const std::string& name) {
   auto p = std::make_unique<Planned>();
-  build_tiny_checkpoint(fixture(name), p->dir.path(), {.dtype = DType::F32});
+  build_tiny_checkpoint(testing::fixture_dir(name), p->dir.path(), {.dtype = DType::F32});
   p->ckpt = Checkpoint::open(p->dir.path());
   p->ckpt.set_fetch_log(&p->log);
   p->model = load_model(p->ckpt, {});
@@ -401,7 +397,7 @@ TEST(Planner, ParsesSizes) {
 
 TEST(InspectPlan, JsonFieldsAndRefusal) {
   testing::ScratchDir dir("shard-cli");
-  build_tiny_checkpoint(fixture("llama_tied_gqa"), dir.path(), {.dtype = DType::F32});
+  build_tiny_checkpoint(testing::fixture_dir("llama_tied_gqa"), dir.path(), {.dtype = DType::F32});
   const std::string m = dir.path().string();
   auto r =
       testing::run_lathe_split("inspect " + m + " --plan --json --core-memory 1G --max-cores 2");
