@@ -21,7 +21,7 @@ started=$SECONDS
 
 DEB_PACKAGES=(cmake g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libonig-dev libutf8proc-dev libicu-dev libssl-dev libcurl4-openssl-dev
-  libcpp-httplib-dev
+  libcpp-httplib-dev libopenmpi-dev openmpi-bin
   python3 python3-venv)
 
 missing=()

@@ -29,6 +29,10 @@ int cmd_cache(int argc, char** argv);
 
 // Options shared by the commands that run a model.
 std::vector<OptionSpec> runtime_options();
+// Threads when --threads is not given: all cores, or a sharded run's worker's share of them.
+int default_threads();
+// In a sharded run's worker: each loaded model becomes this rank's (src/shard/worker.h).
+void shard_options(ModelOptions& opts);
 // --kv-dtype (F32 unless given); a usage error for anything but f32 or bf16.
 DType kv_dtype_option(const Args& args);
 

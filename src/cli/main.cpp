@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/version.h"
+#include "shard/worker.h"
 
 namespace {
 
@@ -91,19 +92,32 @@ int dispatch(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace lathe;
+  // A worker of a sharded run says which rank it is in its errors, and records them for the
+  // launcher (src/shard/worker.h).
+  auto failed = [](const std::string& message) {
+    shard::Worker* w = shard::Worker::current();
+    const std::string rank = w ? cat("rank ", w->spec().rank, ": ") : "";
+    std::cerr << "error: " << rank << message << "\n";
+    if (w) w->finish(1, message);
+    return 1;
+  };
   try {
-    return dispatch(argc, argv);
+    if (auto request = shard::find_request(argc, argv)) {
+      if (!shard::under_mpi()) return shard::launch(*request, argc, argv);
+      shard::Worker::start(*request);
+    }
+    const int code = dispatch(argc, argv);
+    if (shard::Worker* w = shard::Worker::current()) w->finish(code);
+    return code;
   } catch (const UsageError& e) {
     std::cerr << e.what() << "\n";
+    if (shard::Worker* w = shard::Worker::current()) w->finish(2, e.what());
     return 2;
   } catch (const Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
+    return failed(e.what());
   } catch (const std::bad_alloc&) {
-    std::cerr << "error: out of memory\n";
-    return 1;
+    return failed("out of memory");
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
+    return failed(e.what());
   }
 }

@@ -12,6 +12,7 @@
 #include "core/quant.h"
 #include "io/json.h"
 #include "models/registry.h"
+#include "shard/worker.h"
 
 namespace lathe {
 
@@ -24,7 +25,8 @@ std::vector<OptionSpec> runtime_options() {
       {"mxfp4", "native|dequantize",
        "MXFP4 matrices (gpt-oss experts): run by their own kernels (default) or dequantized at "
        "load into --dtype"},
-      {"threads", "N", "worker threads (default: all cores)"},
+      {"threads", "N",
+       "worker threads (default: all cores; with --tp or --ep, each worker's share)"},
       {"max-seq", "N", "KV cache positions (default: min(max_position_embeddings, 4096))"},
       {"reference-kernels", "", "use the portable reference kernels (slow; for checking)"},
       {"eager", "", "run each graph node as it is built, unplanned (debugging; same numbers)"},
@@ -34,7 +36,20 @@ std::vector<OptionSpec> runtime_options() {
       {"recompile", "", "with --compiled: compile again, even modules that failed before"},
       {"cache-dir", "DIR",
        "the compile cache (default: $LATHE_CACHE_DIR, else ~/.cache/lathe/compile-cache)"},
+      {"tp", "N",
+       "tensor parallelism: N worker processes under Open MPI's mpirun, each holding 1/N of "
+       "every layer's heads and MLP (docs/sharding.md)"},
+      {"ep", "N", "expert parallelism: N workers, each holding 1/N of the experts"},
   };
+}
+
+int default_threads() {
+  if (shard::Worker* w = shard::Worker::current()) return w->default_threads();
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+void shard_options(ModelOptions& opts) {
+  if (shard::Worker* w = shard::Worker::current()) opts.wrap = w->model_wrap();
 }
 
 std::unique_ptr<compile::CompileCache> compile_cache_option(const Args& args) {
@@ -102,8 +117,8 @@ std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args,
   }
   opts.quantize = quantize_option(args);
   opts.dequantize_mxfp4 = dequantize_mxfp4_option(args);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = static_cast<int>(args.get_int("threads", cores, 1, 1024));
+  shard_options(opts);
+  const int threads = static_cast<int>(args.get_int("threads", default_threads(), 1, 1024));
   rt->checkpoint = Checkpoint::open(dir);
   rt->model = load_model(rt->checkpoint, opts);
   rt->pool = std::make_unique<ThreadPool>(threads);

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/quant.h"
+#include "graph/collectives.h"
 
 namespace lathe::graph {
 
@@ -291,6 +292,28 @@ Value Builder::indexer(Value q, Value k, Value w, int64_t layer, int64_t top_k, 
   n.params.top_k = top_k;
   n.params.scale = scale;
   return add_node(std::move(n));
+}
+
+Value Builder::all_reduce(Value x, Collectives& comm) {
+  expect_f32(x, "all_reduce", "x");
+  return add_node({.op = Op::AllReduce, .inputs = {x}, .shape = shape(x), .comm = &comm});
+}
+
+Value Builder::all_gather(Value x, Collectives& comm) {
+  expect_f32(x, "all_gather", "x");
+  Shape s = shape(x);
+  if (s.empty()) fail("internal: all_gather of a scalar");
+  s.back() *= comm.size();
+  return add_node({.op = Op::AllGather, .inputs = {x}, .shape = s, .comm = &comm});
+}
+
+Value Builder::append(Node node) {
+  for (Value v : node.inputs)
+    if (v.valid()) expect(v, op_name(node.op), "input");
+  std::string name = std::move(node.name);
+  node.name.clear();
+  const Value v = add_node(std::move(node));
+  return name.empty() ? v : this->name(v, std::move(name));
 }
 
 Value Builder::rows(Value x, Value indices) {

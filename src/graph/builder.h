@@ -164,6 +164,14 @@ class Builder {
   Value experts(Value x, Value route, const std::vector<Expert>& experts, Activation act,
                 ExpertGluParams glu = {}, bool scale_inputs = false);
 
+  // Sharded runs (src/shard/rank_graph.h). x summed over the ranks of `comm`, in rank order.
+  Value all_reduce(Value x, Collectives& comm);
+  // x [.., m] -> [.., m * comm.size()]: the ranks' x side by side along the last dimension.
+  Value all_gather(Value x, Collectives& comm);
+  // Appends a node made elsewhere (a rank's copy of another graph's node), its inputs already
+  // nodes of this graph; named through name() so that tracing sees it.
+  Value append(Node node);
+
  private:
   Value add_node(Node node);
   void expect(Value v, const char* op, const char* arg) const;

@@ -1,5 +1,7 @@
 #include "graph/graph.h"
 
+#include "graph/collectives.h"
+
 #include <cstring>
 #include <sstream>
 
@@ -69,6 +71,10 @@ const char* op_name(Op op) {
       return "batch_matmul";
     case Op::Indexer:
       return "indexer";
+    case Op::AllReduce:
+      return "all_reduce";
+    case Op::AllGather:
+      return "all_gather";
   }
   return "?";
 }
@@ -121,6 +127,7 @@ uint64_t Graph::hash(bool shapes) const {
       h.add(static_cast<int>(n.constant.dtype()));
     }
     if (n.rope) h.add(n.rope->hash());
+    if (n.comm) h.add(n.comm->size());
   }
   h.add(outputs.size());
   for (Value v : outputs) h.add(v.id);

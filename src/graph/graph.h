@@ -12,6 +12,8 @@
 
 namespace lathe::graph {
 
+class Collectives;  // graph/collectives.h
+
 // The rotary schedule a RopeTables node computes cos and sin from (models/rope.h implements
 // it from config.json's rope parameters).
 class RopeSchedule {
@@ -74,10 +76,14 @@ enum class Op : uint8_t {
   RowStat,         // x [.., d] -> [.., 1]: each row's mean, standard deviation or RMS
   Binary,          // a op b (add, subtract, multiply, divide) with torch's broadcasting
   BatchMatmul,     // a [n, m, k] . b [n, k, d] -> [n, m, d]: one small matmul per token
-  Indexer,  // q [n, heads, dim], k [n, dim], w [n, heads] -> [n, top_k] I32: appends k to the
-            // layer's index-key cache; each query's top_k key positions by
-            // sum_h w_h relu(scale q_h . k_j) over the keys it sees (DeepSeek sparse
-            // attention's lightning indexer), ascending, then -1 where fewer are visible
+  Indexer,    // q [n, heads, dim], k [n, dim], w [n, heads] -> [n, top_k] I32: appends k to the
+              // layer's index-key cache; each query's top_k key positions by
+              // sum_h w_h relu(scale q_h . k_j) over the keys it sees (DeepSeek sparse
+              // attention's lightning indexer), ascending, then -1 where fewer are visible
+  AllReduce,  // x summed over the ranks of a sharded run (Node::comm), added in rank order so
+              // every rank gets the same bits (after a row-parallel Linear)
+  AllGather,  // x [.., m] -> [.., m * ranks]: every rank's x side by side along the last
+              // dimension, in rank order (column-parallel logits, a cross-head norm's input)
 };
 const char* op_name(Op op);
 
@@ -199,6 +205,7 @@ struct Node {
   Params params = {};
   Tensor constant = {};                // Weight: the tensor (a zero-copy view of the checkpoint)
   const RopeSchedule* rope = nullptr;  // RopeTables: the rotary schedule
+  Collectives* comm = nullptr;         // AllReduce, AllGather: the ranks' collectives
 };
 
 struct Graph {

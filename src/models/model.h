@@ -18,6 +18,8 @@
 
 namespace lathe {
 
+class Model;
+
 struct ModelOptions {
   // Storage type of the large weight matrices: F32 or BF16. Unset: the checkpoint's own
   // (F16 checkpoints compute from F32). Norms, biases and activations are always F32.
@@ -31,6 +33,9 @@ struct ModelOptions {
   // dequantizes them at load into `dtype` instead, as transformers does on a CPU
   // (`--mxfp4 dequantize`); the numbers are the same up to the order of f32 sums.
   bool dequantize_mxfp4 = false;
+  // Called with the loaded model, whose place it takes: a sharded run's worker makes it one
+  // rank's model (src/shard/rank_graph.h, ShardedModel).
+  std::function<std::unique_ptr<Model>(std::unique_ptr<Model>)> wrap = {};
 };
 
 // Called with every named intermediate ("embed", "layer.3.q", "layer.3.out", "final_norm")

@@ -328,6 +328,7 @@ std::unique_ptr<Model> load_model(const Checkpoint& ckpt, const ModelOptions& op
     if (!graph_model) fail("internal: ", arch, " builds no graph to quantize");
     graph_model->quantize_weights(*opts.quantize);
   }
+  if (opts.wrap) model = opts.wrap(std::move(model));
   return model;
 }
 

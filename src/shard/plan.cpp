@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "graph/quantize.h"
 #include "models/engine.h"
+#include "shard/tp_analysis.h"
 
 namespace lathe::shard {
 
@@ -62,16 +63,7 @@ int64_t ShardPlan::count(ShardKind k) const {
                        [&](const TensorShard& t) { return t.kind == k; });
 }
 
-namespace {
-
-// A value of the step graph as the ranks of a tensor-parallel run hold it: whole on every
-// rank (units 0), or split along its features into `units` equal groups (heads, or single
-// features of an MLP), each rank holding units / N of them.
-struct Split {
-  int64_t units = 0;
-  Role unit = Role::ColumnFeatures;  // what a unit is: ColumnHeads, ColumnKv, ColumnFeatures
-  bool split() const { return units > 0; }
-};
+namespace detail {
 
 // Where a node sits, for messages: its name, else the next named node built after it (names
 // carry the layer: "the linear before layer.0.q").
@@ -162,25 +154,6 @@ int64_t row_features(const Node& n) {
   return n.shape.empty() || n.shape[0] == 0 ? 0 : shape_numel(n.shape) / n.shape[0];
 }
 
-struct Column {
-  Role role;
-  int64_t units;
-};
-
-// The tensor-parallel dataflow over the step graph: which Linear is column- or row-parallel,
-// what every Weight node is to a rank, and the first node it cannot split.
-struct TpAnalysis {
-  std::map<int32_t, Column> column;  // Linear node -> its role and units
-  struct WeightRole {
-    Role role;
-    int64_t units;
-    Role unit;  // what the units are (a row-parallel weight's: its input's)
-  };
-  std::map<int32_t, WeightRole> weight;  // Weight node -> its role
-  std::string problem;
-  std::map<std::string, int64_t> cross_head_norms;  // what they normalise -> how many
-};
-
 TpAnalysis analyze_tp(const Graph& g) {
   TpAnalysis a;
   const size_t n = g.nodes.size();
@@ -196,11 +169,14 @@ TpAnalysis analyze_tp(const Graph& g) {
   };
   for (size_t i = 0; i < n; ++i) {
     const Node& node = g.nodes[i];
-    if (node.op == Op::Attention && !node.params.kv_read_only && node.inputs[1].valid()) {
+    if (node.op == Op::Attention) {
+      // A KV-shared layer (no k and v: Gemma4's) reads another layer's split cache, so its q
+      // is split by heads as well.
       const int64_t heads = g.at(node.inputs[0]).shape.at(1);
       mark(node.inputs[0], Role::ColumnHeads, heads);
-      mark(node.inputs[1], Role::ColumnKv, g.at(node.inputs[1]).shape.at(1));
-      mark(node.inputs[2], Role::ColumnKv, g.at(node.inputs[2]).shape.at(1));
+      for (int k = 1; k < 3; ++k)
+        if (node.inputs[k].valid())
+          mark(node.inputs[k], Role::ColumnKv, g.at(node.inputs[k]).shape.at(1));
     } else if (node.op == Op::ActMul && g.at(node.inputs[0]).shape == g.at(node.inputs[1]).shape &&
                source_linear(g, node.inputs[0]) >= 0 && source_linear(g, node.inputs[1]) >= 0) {
       // Both sides projections (gate and up); a gate times another value (Gemma4's per-layer
@@ -303,6 +279,8 @@ TpAnalysis analyze_tp(const Graph& g) {
   for (Value v : g.outputs)
     if (a.problem.empty() && s(v).split())
       a.problem = cat(label(g, static_cast<size_t>(v.id)), " is left split across ranks");
+  a.split = std::move(st);
+  a.head = head;
   return a;
 }
 
@@ -313,7 +291,9 @@ struct Span {
   size_t record;
 };
 
-}  // namespace
+}  // namespace detail
+
+using namespace detail;
 
 Layout analyze(const Model& model, const FetchLog& log) {
   const auto* gm = dynamic_cast<const GraphModel*>(&model);

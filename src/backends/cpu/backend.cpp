@@ -13,6 +13,7 @@
 #include "backends/cpu/recurrent.h"
 #include "backends/cpu/rowwise.h"
 #include "core/error.h"
+#include "graph/collectives.h"
 
 namespace lathe {
 namespace {
@@ -248,6 +249,38 @@ void ssd(const NodeArgs& a, bool reference) {
   }
 }
 
+// The first expert an Experts node holds: under expert parallelism (src/shard/rank_graph.h)
+// a rank's node lacks the other ranks' experts.
+size_t first_expert(const graph::Node& node) {
+  const size_t experts = (node.inputs.size() - 2) / graph::kExpertInputs;
+  for (size_t e = 0; e < experts; ++e)
+    if (node.inputs[2 + e * graph::kExpertInputs + 1].valid()) return e;
+  fail("internal: an experts node that holds no expert");
+}
+
+// Gathers every rank's x into the workspace, then sums it in rank order (AllReduce) or lays
+// each row's pieces side by side (AllGather).
+void collective(const NodeArgs& a) {
+  graph::Collectives& comm = *a.node.comm;
+  const Tensor& x = *a.inputs[0];
+  const int64_t n = x.numel(), ranks = comm.size();
+  float* all = a.workspace;
+  comm.all_gather(x.data<float>(), n, all,
+                  a.node.name.empty() ? graph::op_name(a.node.op) : a.node.name);
+  float* out = a.out.mut<float>();
+  if (a.node.op == Op::AllReduce) {
+    std::memcpy(out, all, static_cast<size_t>(n) * sizeof(float));
+    for (int64_t r = 1; r < ranks; ++r)
+      for (int64_t i = 0; i < n; ++i) out[i] += all[r * n + i];
+    return;
+  }
+  const int64_t m = x.dim(-1), rows = n / std::max<int64_t>(m, 1);
+  for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t row = 0; row < rows; ++row)
+      std::memcpy(out + (row * ranks + r) * m, all + r * n + row * m,
+                  static_cast<size_t>(m) * sizeof(float));
+}
+
 // Per head h: rows x[:, h, :] times w[h]^T, gathered into the workspace and scattered back.
 size_t head_linear_floats(int64_t n, int64_t k, int64_t m, DType w_dtype, bool reference) {
   const size_t scratch = cpu::matmul_scratch_bytes(w_dtype, n, k, reference);
@@ -338,7 +371,7 @@ class CpuBackend : public Backend {
       return cpu::route_workspace_floats(g.at(node.inputs[0]).shape[1], node.params.top_k,
                                          node.params.groups);
     if (node.op == Op::Experts) {
-      const graph::Node& up = g.at(node.inputs[3]);
+      const graph::Node& up = g.at(node.inputs[first_expert(node) * graph::kExpertInputs + 3]);
       return cpu::experts_workspace_floats(
           node.shape[0], node.shape[1], up.shape[0], node.params.top_k,
           static_cast<int64_t>(node.inputs.size() - 2) / graph::kExpertInputs, up.dtype,
@@ -355,6 +388,8 @@ class CpuBackend : public Backend {
     }
     if (node.op == Op::Indexer)
       return cpu::indexer_workspace_floats(max_context, reference_ ? 1 : threads);
+    if (node.op == Op::AllReduce || node.op == Op::AllGather)
+      return static_cast<size_t>(shape_numel(g.at(node.inputs[0]).shape) * node.comm->size());
     if (node.op != Op::Attention) return 0;
     const int64_t heads = node.shape[1];
     const int64_t rows = reference_ ? 1 : threads;
@@ -535,7 +570,7 @@ class CpuBackend : public Backend {
         return;
       case Op::Experts: {
         const int64_t experts = static_cast<int64_t>(a.inputs.size() - 2) / graph::kExpertInputs;
-        const Tensor& up = *a.inputs[3];
+        const Tensor& up = *a.inputs[first_expert(n) * graph::kExpertInputs + 3];
         cpu::experts(
             {x->data<float>(), a.inputs[1]->data<float>(), x->dim(0), x->dim(1), up.dim(0),
              n.params.top_k, experts, a.inputs.data() + 2, n.params.act, a.out.mut<float>(),
@@ -589,6 +624,10 @@ class CpuBackend : public Backend {
                           x->dim(1), x->dim(2), b.dim(2));
         return;
       }
+      case Op::AllReduce:
+      case Op::AllGather:
+        collective(a);
+        return;
       case Op::Rows: {
         const Tensor& idx = *a.inputs[1];
         const int64_t rows = x->dim(0), dim = x->dim(1);

@@ -266,7 +266,9 @@ size_t experts_workspace_floats(int64_t tokens, int64_t dim, int64_t inter, int6
 
 void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
   const int64_t n = a.tokens, k = a.k, d = a.dim, inter = a.inter;
-  ExpertsWorkspace ws = carve(a, a.weights[1]->dtype(), reference);
+  const Tensor* const* first = a.weights;  // the first expert held (expert parallelism)
+  while (!first[1]) first += graph::kExpertInputs;
+  ExpertsWorkspace ws = carve(a, first[1]->dtype(), reference);
   const float* weights = a.route;
   const float* ids = a.route + n * k;
   // Slots (token, j) grouped by expert, tokens in order within each (a counting sort).
@@ -293,6 +295,11 @@ void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
     const int32_t begin = ws.count[e], m = ws.count[e + 1] - begin;
     if (m == 0) continue;
     const int32_t* slots = ws.order + begin;
+    const Tensor* const* ew = a.weights + graph::kExpertInputs * e;
+    if (!ew[1]) {  // another rank's expert: its share is added there (expert parallelism)
+      for (int32_t r = 0; r < m; ++r) std::fill_n(ws.slots + int64_t{slots[r]} * d, d, 0.0f);
+      continue;
+    }
     for (int32_t r = 0; r < m; ++r) {
       float* row = ws.x + int64_t{r} * d;
       const float* src = a.x + (slots[r] / k) * d;
@@ -303,7 +310,6 @@ void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
         std::memcpy(row, src, static_cast<size_t>(d) * sizeof(float));
       }
     }
-    const Tensor* const* ew = a.weights + graph::kExpertInputs * e;
     const Tensor* gate = ew[0];
     const Tensor &up = *ew[1], &down = *ew[2];
     // glu(gate, up) into gate's rows (act_mul may write over its gate, not its up).

@@ -1,0 +1,393 @@
+#include "shard/worker.h"
+
+#include <mpi.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+
+namespace lathe::shard {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+// The commands that run a model and take --tp and --ep.
+bool runs_a_model(const std::string& command) {
+  return command == "generate" || command == "logits" || command == "bench" || command == "tiny";
+}
+
+int cores_available() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// A status line a worker keeps in a small file that both it and the launcher map: state,
+// collectives finished, last message. Written with plain stores (no system call per step),
+// so it survives the worker's death in the page cache.
+constexpr size_t kStatusBytes = 512;
+constexpr size_t kStateWidth = 12;  // "running     ", then a tab
+
+std::string status_path(const std::string& dir, int rank) {
+  return cat(dir, "/rank-", rank, ".status");
+}
+
+// The state, the count and the message of a status file ("" when absent).
+struct Status {
+  std::string state, count, message;
+};
+Status read_status(const std::string& dir, int rank) {
+  std::ifstream in(status_path(dir, rank), std::ios::binary);
+  std::string text(kStatusBytes, '\0');
+  in.read(text.data(), kStatusBytes);
+  text.resize(static_cast<size_t>(in.gcount()));
+  text = text.substr(0, text.find('\0'));
+  Status s;
+  const size_t a = text.find('\t'), b = a == std::string::npos ? a : text.find('\t', a + 1);
+  if (b == std::string::npos) return s;
+  s.state = text.substr(0, a);
+  s.state.erase(s.state.find_last_not_of(' ') + 1);
+  s.count = text.substr(a + 1, b - a - 1);
+  s.count.erase(s.count.find_last_not_of(' ') + 1);
+  s.message = text.substr(b + 1);
+  if (!s.message.empty() && s.message.back() == '\n') s.message.pop_back();
+  return s;
+}
+
+char* g_status = nullptr;  // the worker's mapped status line, for the SIGTERM handler
+
+void on_sigterm(int) {
+  // mpirun stops the other ranks of a failed run with SIGTERM: say so, so the launcher can
+  // tell them from the rank that failed.
+  if (g_status) std::memcpy(g_status, "terminated  ", kStateWidth);
+  _exit(128 + SIGTERM);
+}
+
+class MpiWorker final : public Worker, public graph::Collectives {
+ public:
+  explicit MpiWorker(const ShardRequest& r) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    spec_ = {r.parallelism, r.degree, rank_, this};
+    if (const char* d = env("LATHE_SHARD_DIR")) dir_ = d;
+    if (const char* t = env("LATHE_SHARD_TIMEOUT")) timeout_ = std::max(0.1, std::atof(t));
+    if (const char* f = env("LATHE_SHARD_TEST_FAULT")) parse_fault(f);
+    if (!dir_.empty()) map_status();
+    if (rank_ != 0) {
+      if (!std::freopen("/dev/null", "w", stdout)) fail("cannot silence rank ", rank_, "'s stdout");
+      if (!dir_.empty() && !std::freopen(cat(dir_, "/rank-", rank_, ".log").c_str(), "w", stderr))
+        fail("cannot open rank ", rank_, "'s log in ", dir_);
+    }
+    if (size_ != r.degree) {
+      finish(1, "");
+      fail("rank ", rank_, ": MPI started ", size_, " processes for ",
+           parallelism_name(r.parallelism), "=", r.degree, " (mpirun -np must equal the degree)");
+    }
+    status("loading");
+  }
+
+  const RankSpec& spec() const override { return spec_; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int default_threads() const override {
+    if (const char* t = env("LATHE_SHARD_THREADS")) return std::max(1, std::atoi(t));
+    return cores_available();
+  }
+
+  void status(const std::string& message) override {
+    message_ = message;
+    write_status("running");
+  }
+
+  void finish(int code, const std::string& error) override {
+    if (code != 0) {
+      // An error, or the command's own failure (rank 0 printed what failed).
+      if (!error.empty()) message_ = error;
+      write_status(error.empty() ? "exit" : "error");
+      std::fflush(stdout);
+      std::fflush(stderr);
+      return;
+    }
+    write_status("done");
+    std::fflush(stdout);
+    MPI_Finalize();
+  }
+
+  void all_gather(const float* in, int64_t n, float* out, const std::string& what) override {
+    if (n > INT_MAX) fail("internal: an all-gather of ", n, " floats");
+    fault_check(count_ + 1);
+    ++count_;  // the status counts the collectives this rank has entered
+    message_ = what;
+    write_status("running");
+    MPI_Request req;
+    MPI_Iallgather(in, static_cast<int>(n), MPI_FLOAT, out, static_cast<int>(n), MPI_FLOAT,
+                   MPI_COMM_WORLD, &req);
+    // Wait with a deadline: spin briefly (the ranks usually arrive together), then yield the
+    // core (an oversubscribed run's other rank may need it), then sleep.
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t spins = 0;; ++spins) {
+      int done = 0;
+      MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+      if (done) return;
+      if (spins < 200) continue;
+      if (spins % 64 == 0) {
+        const double waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (waited > timeout_) give_up(waited);
+      }
+      if (spins < 20000)
+        sched_yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+ private:
+  void map_status() {
+    const std::string path = status_path(dir_, rank_);
+    FILE* f = std::fopen(path.c_str(), "w+");
+    if (!f) fail("cannot create ", path);
+    const int fd = fileno(f);
+    if (ftruncate(fd, kStatusBytes) != 0) fail("cannot size ", path);
+    void* p = mmap(nullptr, kStatusBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    std::fclose(f);
+    if (p == MAP_FAILED) fail("cannot map ", path);
+    status_ = static_cast<char*>(p);
+    g_status = status_;
+    struct sigaction sa = {};
+    sa.sa_handler = on_sigterm;
+    sigaction(SIGTERM, &sa, nullptr);
+  }
+
+  void write_status(const char* state) {
+    if (!status_) return;
+    const int n = std::snprintf(status_, kStatusBytes, "%-12s\t%-20lld\t%s\n", state,
+                                static_cast<long long>(count_), message_.c_str());
+    if (n >= 0 && static_cast<size_t>(n) < kStatusBytes)
+      std::memset(status_ + n, 0, kStatusBytes - static_cast<size_t>(n));
+  }
+
+  // No answer within the deadline: say which ranks are behind and what they last did, then
+  // end the whole run (mpirun stops every rank).
+  [[noreturn]] void give_up(double waited) {
+    std::string behind;
+    if (!dir_.empty())
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        const Status s = read_status(dir_, r);
+        const long long c = std::atoll(s.count.c_str());
+        if (c < count_)
+          behind += cat(behind.empty() ? "" : "; ", "rank ", r, " is at collective ", c,
+                        " (its last message: \"", s.message, "\")");
+      }
+    const std::string error = cat("rank ", rank_, ": no answer from the other ranks within ",
+                                  waited, " s (LATHE_SHARD_TIMEOUT) at collective ", count_, " (",
+                                  message_, ")", behind.empty() ? "" : ": " + behind);
+    std::cerr << "error: " << error << "\n";
+    finish(1, error);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::_Exit(1);
+  }
+
+  // LATHE_SHARD_TEST_FAULT=kill:RANK:N or hang:RANK:N: that rank is killed by SIGKILL, or
+  // stops answering, before entering its Nth collective (the tests of a failing worker).
+  void parse_fault(const std::string& f) {
+    const size_t a = f.find(':'), b = f.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) return;
+    fault_kind_ = f.substr(0, a);
+    fault_rank_ = std::atoi(f.substr(a + 1, b - a - 1).c_str());
+    fault_at_ = std::atoll(f.substr(b + 1).c_str());
+  }
+  void fault_check(int64_t next) {
+    if (fault_rank_ != rank_ || next != fault_at_) return;
+    message_ += cat(" [test fault: ", fault_kind_, "]");
+    write_status("running");
+    if (fault_kind_ == "kill") raise(SIGKILL);
+    if (fault_kind_ == "hang")
+      for (;;) pause();
+  }
+
+  int rank_ = 0, size_ = 1;
+  RankSpec spec_;
+  std::string dir_, message_;
+  char* status_ = nullptr;
+  int64_t count_ = 0;
+  double timeout_ = 60;
+  std::string fault_kind_;
+  int fault_rank_ = -1;
+  int64_t fault_at_ = -1;
+};
+
+std::unique_ptr<MpiWorker> g_worker;
+
+std::optional<int> degree_value(const std::string& option, const std::string& value) {
+  char* end = nullptr;
+  const long v = std::strtol(value.c_str(), &end, 10);
+  if (value.empty() || *end || v < 1 || v > 256)
+    throw UsageError(
+        cat("--", option, " must be a number of ranks from 1 to 256, got \"", value, "\""));
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+std::optional<ShardRequest> find_request(int argc, char** argv) {
+  if (argc < 2 || !runs_a_model(argv[1])) return std::nullopt;
+  std::optional<ShardRequest> found;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") return std::nullopt;
+    for (const char* option : {"tp", "ep"}) {
+      const std::string flag = cat("--", option);
+      std::optional<std::string> value;
+      if (a == flag && i + 1 < argc) value = argv[i + 1];
+      if (a.rfind(flag + "=", 0) == 0) value = a.substr(flag.size() + 1);
+      if (!value) continue;
+      if (found) throw UsageError("--tp and --ep exclude each other (give one degree)");
+      found = ShardRequest{option[0] == 't' ? Parallelism::Tensor : Parallelism::Expert,
+                           *degree_value(option, *value)};
+    }
+  }
+  if (found && found->degree == 1) return std::nullopt;
+  return found;
+}
+
+bool under_mpi() {
+  return env("OMPI_COMM_WORLD_SIZE") || env("PMIX_RANK") || env("PMI_SIZE");
+}
+
+Worker& Worker::start(const ShardRequest& request) {
+  if (g_worker) fail("internal: a second worker in one process");
+  g_worker = std::make_unique<MpiWorker>(request);
+  return *g_worker;
+}
+
+Worker* Worker::current() {
+  return g_worker.get();
+}
+
+std::function<std::unique_ptr<Model>(std::unique_ptr<Model>)> Worker::model_wrap() {
+  const RankSpec s = spec();
+  return [s](std::unique_ptr<Model> m) -> std::unique_ptr<Model> {
+    return std::make_unique<ShardedModel>(std::move(m), s);
+  };
+}
+
+int launch(const ShardRequest& request, int argc, char** argv) {
+  const int n = request.degree, cores = cores_available();
+  const int threads = std::max(1, cores / n);
+  char tmpl[] = "/tmp/lathe-shard-XXXXXX";
+  const std::string base = env("TMPDIR") ? cat(env("TMPDIR"), "/lathe-shard-XXXXXX") : tmpl;
+  std::vector<char> dir_buf(base.begin(), base.end());
+  dir_buf.push_back('\0');
+  if (!mkdtemp(dir_buf.data())) fail("cannot make a folder for the workers' status in ", base);
+  const std::string dir = dir_buf.data();
+  std::error_code ec;
+  const std::string exe = fs::read_symlink("/proc/self/exe", ec).string();
+  if (ec) fail("cannot find this program's path (/proc/self/exe)");
+
+  std::vector<std::string> cmd = {"mpirun", "-q", "-np", std::to_string(n)};
+  if (n > cores)
+    cmd.insert(cmd.end(), {"--oversubscribe", "--bind-to", "none"});
+  else
+    cmd.insert(cmd.end(), {"--map-by", cat("slot:PE=", threads), "--bind-to", "core"});
+  for (const char* var : {"LATHE_SHARD_DIR", "LATHE_SHARD_THREADS"})
+    cmd.insert(cmd.end(), {"-x", var});
+  cmd.push_back(exe);
+  for (int i = 1; i < argc; ++i) cmd.push_back(argv[i]);
+  setenv("LATHE_SHARD_DIR", dir.c_str(), 1);
+  setenv("LATHE_SHARD_THREADS", std::to_string(threads).c_str(), 1);
+  // Open MPI refuses root unless told; a container's root is the usual user there.
+  if (geteuid() == 0) {
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  }
+  std::cout.flush();
+  std::cerr.flush();
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child < 0) fail("cannot start mpirun: fork failed");
+  if (child == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // the launcher killed: mpirun stops the workers
+    if (getppid() != parent) _exit(1);
+    std::vector<char*> args;
+    for (std::string& s : cmd) args.push_back(s.data());
+    args.push_back(nullptr);
+    execvp("mpirun", args.data());
+    std::fprintf(stderr,
+                 "error: --%s needs Open MPI's mpirun, which was not found on PATH (Debian: "
+                 "apt-get install openmpi-bin)\n",
+                 request.parallelism == Parallelism::Tensor ? "tp" : "ep");
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0)
+    if (errno != EINTR) fail("waiting for mpirun failed");
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (code == 0 || code == 127) {
+    fs::remove_all(dir, ec);
+    return code == 0 ? 0 : 1;
+  }
+  // The command ran on every rank and failed as a command does (rank 0 said why).
+  bool ended = true;
+  for (int r = 0; r < n; ++r) {
+    const std::string state = read_status(dir, r).state;
+    ended = ended && (state == "exit" || state == "done");
+  }
+  if (ended) {
+    fs::remove_all(dir, ec);
+    return code;
+  }
+  // Name the rank that failed: one that recorded an error, else one that ended while running
+  // (killed, or stopped by mpirun while it hung); the others were stopped by mpirun.
+  std::string failed;
+  bool errors = false;
+  for (int r = 0; r < n; ++r) {
+    const Status s = read_status(dir, r);
+    if (s.state == "error") {
+      errors = true;
+      // Rank 0 printed its own error; the others' stderr went to their logs (a rank that
+      // failed as rank 0 did, at load say, is not repeated).
+      if (r != 0 && s.message != read_status(dir, 0).message)
+        failed += cat("error: rank ", r, " failed: ", s.message, "\n");
+    }
+  }
+  if (!errors)
+    for (int r = 0; r < n; ++r) {
+      const Status s = read_status(dir, r);
+      if (s.state == "running" || s.state.empty())
+        failed += cat("error: rank ", r, " ended while running (mpirun's exit status ", code,
+                      code > 128 ? cat(": signal ", code - 128) : std::string(),
+                      "); its last message: \"", s.message.empty() ? "none" : s.message,
+                      "\" after ", s.count.empty() ? "0" : s.count, " collectives\n");
+    }
+  if (failed.empty() && !errors) failed = cat("error: the workers ended with status ", code, "\n");
+  std::cerr << failed;
+  std::cerr << "(the workers' status and logs: " << dir << ")\n";
+  return 1;
+}
+
+}  // namespace lathe::shard

@@ -1,0 +1,129 @@
+// Sharded runs as users start them: `lathe ... --tp N` or `--ep N` starts its own workers
+// under Open MPI's mpirun (src/shard/worker.h), one process per rank.
+//
+//   - every tiny fixture that splits passes its transformers goldens at tp 2, tp 4 (more ranks
+//     than this machine's cores) and ep 2, with the one-process tolerance and tokens;
+//   - generate prints the same tokens as one process;
+//   - a worker killed, or one that stops answering, ends the run within a bounded time with
+//     one error naming that rank and its last message, and no process is left behind.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "core/error.h"
+#include "io/tiny_checkpoint.h"
+#include "support/run.h"
+
+namespace lathe::testing {
+namespace {
+namespace fs = std::filesystem;
+
+int count(const std::string& text, const std::regex& re) {
+  return static_cast<int>(
+      std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
+}
+
+struct Split {
+  const char* option;
+  int at_least;  // fixtures that pass split this way (of 128), measured: 80, 75, 25
+};
+
+class TinyCheck : public ::testing::TestWithParam<Split> {};
+
+TEST_P(TinyCheck, EveryFixtureThatSplitsMatchesItsGoldens) {
+  const RunResult r = run_lathe(cat("tiny check ", GetParam().option, " --fixtures ",
+                                    LATHE_SOURCE_DIR, "/tests/fixtures/tiny"));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(count(r.out, std::regex(" FAIL\n")), 0) << r.out;
+  EXPECT_GE(count(r.out, std::regex(" PASS\n")), GetParam().at_least) << r.out;
+  // The fixtures that do not split say why, naming the model and what stops it.
+  EXPECT_EQ(r.out.find("internal"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("128 fixtures, 0 failed"), std::string::npos) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shard, TinyCheck,
+                         ::testing::Values(Split{"--tp 2", 80}, Split{"--tp 4", 75},
+                                           Split{"--ep 2", 25}),
+                         [](const auto& info) {
+                           return std::string(info.param.option + 2, 2) +
+                                  std::string(info.param.option + 5);
+                         });
+
+// A built fixture and the generate command line over it.
+struct Generate {
+  ScratchDir dir{"workers"};
+  std::string args;
+  explicit Generate(const std::string& fixture) {
+    build_tiny_checkpoint(fixture_dir(fixture), dir.path(), {.dtype = DType::F32});
+    args = cat("generate ", dir.path().string(),
+               " --prompt-ids '[1, 5, 9, 13, 2, 7]' --max-new-tokens 24 --ignore-eos --greedy "
+               "--json");
+  }
+  // Processes still running whose command line names the fixture's folder.
+  std::string leftovers() const {
+    return run_shell(cat("pgrep -af '", dir.path().string(), "' | grep -v pgrep || true")).out;
+  }
+};
+
+std::string tokens(const std::string& json) {
+  const size_t at = json.find("\"generated_ids\"");
+  return at == std::string::npos ? "" : json.substr(at, json.find(']', at) - at);
+}
+
+TEST(Workers, GenerateGivesTheOneProcessTokens) {
+  for (const char* fixture : {"llama_tied_gqa", "qwen3_moe_headdim_mlp_only"}) {
+    SCOPED_TRACE(fixture);
+    const Generate g(fixture);
+    const SplitRunResult one = run_lathe_split(g.args);
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    ASSERT_NE(tokens(one.out), "") << one.out;
+    const char* split =
+        std::string(fixture).find("moe") != std::string::npos ? " --ep 2" : " --tp 2";
+    const SplitRunResult two = run_lathe_split(g.args + split);
+    ASSERT_EQ(two.exit_code, 0) << two.err;
+    EXPECT_EQ(tokens(two.out), tokens(one.out));
+  }
+}
+
+// A failing worker: the run ends with exit code 1 within `limit` seconds, its error names
+// `rank` and its last message, and no process is left.
+void expect_bounded_failure(const std::string& env, const std::string& rank_says, double limit) {
+  const Generate g("llama_tied_gqa");
+  const auto start = std::chrono::steady_clock::now();
+  const RunResult failed =
+      run_shell(cat(env, " ", LATHE_BINARY, " ", g.args, " --tp 2 2>&1 >/dev/null"));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(failed.exit_code, 1) << failed.out;
+  EXPECT_LT(seconds, limit) << failed.out;
+  EXPECT_NE(failed.out.find(rank_says), std::string::npos) << failed.out;
+  EXPECT_NE(failed.out.find("last message"), std::string::npos) << failed.out;
+  EXPECT_EQ(g.leftovers(), "");
+}
+
+TEST(Workers, AKilledWorkerEndsTheRunNamingIt) {
+  expect_bounded_failure("LATHE_SHARD_TEST_FAULT=kill:1:40", "rank 1 ended while running", 60);
+}
+
+TEST(Workers, AWorkerThatStopsAnsweringEndsTheRunNamingIt) {
+  // Rank 0 waits LATHE_SHARD_TIMEOUT seconds in its next collective, then names rank 1,
+  // which is one collective behind.
+  expect_bounded_failure("LATHE_SHARD_TIMEOUT=3 LATHE_SHARD_TEST_FAULT=hang:1:40",
+                         "rank 1 is at collective 39", 60);
+}
+
+TEST(Workers, MpiWithAnotherCountThanTheDegreeIsRefused) {
+  const Generate g("llama_tied_gqa");
+  const RunResult r =
+      run_shell(cat("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ",
+                    "mpirun -q --oversubscribe -np 3 ", LATHE_BINARY, " ", g.args, " --tp 2 2>&1"));
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("MPI started 3 processes for tp=2"), std::string::npos) << r.out;
+  EXPECT_EQ(g.leftovers(), "");
+}
+
+}  // namespace
+}  // namespace lathe::testing
