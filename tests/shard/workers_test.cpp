@@ -115,6 +115,29 @@ TEST(Workers, AWorkerThatStopsAnsweringEndsTheRunNamingIt) {
                          "rank 1 is at collective 39", 60);
 }
 
+// Two hosts under the library's own launcher: mpirun with a host file of two loopback
+// addresses starts its daemon for the second through a remote shell (here one that runs it
+// on this machine), and the ranks talk over TCP on the loopback interface only. The workers
+// are started by mpirun, not by lathe; the tokens are one process's.
+TEST(Workers, TwoHostsUnderMpirunGiveTheOneProcessTokens) {
+  const Generate g("llama_tied_gqa");
+  const SplitRunResult one = run_lathe_split(g.args);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_NE(tokens(one.out), "") << one.out;
+  write_file(g.dir.path() / "hosts", "127.0.0.1 slots=1\n127.0.0.2 slots=1\n");
+  const fs::path rsh_log = g.dir.path() / "rsh.log";
+  const RunResult two = run_shell(cat(
+      "LATHE_RSH_LOG=", rsh_log.string(),
+      " OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun -q -np 2 ",
+      "--hostfile ", (g.dir.path() / "hosts").string(), " --mca plm_rsh_agent ", LATHE_SOURCE_DIR,
+      "/tests/shard/loopback_rsh.sh --mca btl tcp,self --mca btl_tcp_if_include lo ",
+      "--mca oob_tcp_if_include lo ", LATHE_BINARY, " ", g.args, " --tp 2 2>/dev/null"));
+  ASSERT_EQ(two.exit_code, 0) << two.out;
+  EXPECT_EQ(tokens(two.out), tokens(one.out)) << two.out;
+  EXPECT_EQ(read_file(rsh_log), "127.0.0.2\n");  // mpirun started a daemon for the second host
+  EXPECT_EQ(g.leftovers(), "");
+}
+
 TEST(Workers, MpiWithAnotherCountThanTheDegreeIsRefused) {
   const Generate g("llama_tied_gqa");
   const RunResult r =
