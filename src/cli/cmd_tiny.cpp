@@ -67,6 +67,8 @@ int tiny_check(int argc, char** argv) {
     std::cout << args.usage();
     return 0;
   }
+  if (args.has("cores") || args.has("core-memory"))
+    throw UsageError("tiny check runs many models: give --tp N or --ep N, not --cores");
   const DType kv_dtype = kv_dtype_option(args);
   const bool kv_rounded = kv_dtype == DType::BF16;
   const fs::path root = args.get_or("fixtures", "tests/fixtures/tiny");

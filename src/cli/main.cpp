@@ -109,6 +109,8 @@ int main(int argc, char** argv) {
     const int code = dispatch(argc, argv);
     if (shard::Worker* w = shard::Worker::current()) w->finish(code);
     return code;
+  } catch (const shard::Relaunch& r) {  // --cores: the planner chose several ranks
+    return shard::launch(r.request, argc, argv, /*add_degree=*/true);
   } catch (const UsageError& e) {
     std::cerr << e.what() << "\n";
     if (shard::Worker* w = shard::Worker::current()) w->finish(2, e.what());

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <thread>
 
@@ -12,6 +13,7 @@
 #include "core/quant.h"
 #include "io/json.h"
 #include "models/registry.h"
+#include "shard/planner.h"
 #include "shard/worker.h"
 
 namespace lathe {
@@ -40,8 +42,53 @@ std::vector<OptionSpec> runtime_options() {
        "tensor parallelism: N worker processes under Open MPI's mpirun, each holding 1/N of "
        "every layer's heads and MLP (docs/sharding.md)"},
       {"ep", "N", "expert parallelism: N workers, each holding 1/N of the experts"},
+      {"cores", "auto|N",
+       "run on the fewest cores (1, 2, 4, ... up to N; auto: all) whose ranks each fit "
+       "--core-memory: tensor parallelism, or expert parallelism for models with experts"},
+      {"core-memory", "SIZE", "with --cores: memory per core, e.g. 2G (default: MemTotal / cores)"},
   };
 }
+
+namespace {
+
+// --cores: the planner's degree for this model and these options (docs/sharding.md). Throws
+// shard::Relaunch for more than one rank, lathe::Error when it fits nowhere.
+void plan_cores(const std::string& dir, const Args& args, const ModelOptions& opts,
+                int64_t max_seq_arg) {
+  if (args.has("tp") || args.has("ep"))
+    throw UsageError("--cores chooses the degree: give it or --tp/--ep, not both");
+  shard::PlannerOptions o;
+  const std::string cores = args.get_or("cores", "auto");
+  o.max_cores =
+      cores == "auto" ? shard::machine_cores() : static_cast<int>(args.get_int("cores", 1, 1, 256));
+  if (auto size = args.get("core-memory")) {
+    const auto bytes = shard::parse_size(*size);
+    if (!bytes) throw UsageError(cat("--core-memory needs a size such as 2G, got \"", *size, "\""));
+    o.core_memory = *bytes;
+  } else {
+    o.core_memory = shard::default_core_memory();
+  }
+  o.dtype = opts.dtype;
+  o.quantize = opts.quantize;
+  o.kv_dtype = kv_dtype_option(args);
+  Checkpoint ckpt = Checkpoint::open(dir);
+  FetchLog log;
+  ckpt.set_fetch_log(&log);
+  ModelOptions plain = opts;
+  plain.quantize.reset();  // the planner counts quantized bytes itself
+  const std::unique_ptr<Model> model = load_model(ckpt, plain);
+  o.max_seq = max_seq_arg > 0 ? max_seq_arg
+                              : std::min<int64_t>(model->info().max_position_embeddings, 4096);
+  const shard::PlannerChoice c =
+      shard::choose_degree(*model, shard::analyze(*model, log), ckpt, log, o);
+  if (!c.fits) fail(c.refusal);
+  std::cerr << "cores: " << c.degree << " (" << shard::parallelism_name(c.parallelism) << ", "
+            << shard::format_bytes(c.memory.total()) << " per rank of "
+            << shard::format_bytes(o.core_memory) << ")\n";
+  if (c.degree > 1) throw shard::Relaunch{{c.parallelism, c.degree}};
+}
+
+}  // namespace
 
 int default_threads() {
   if (shard::Worker* w = shard::Worker::current()) return w->default_threads();
@@ -117,6 +164,11 @@ std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args,
   }
   opts.quantize = quantize_option(args);
   opts.dequantize_mxfp4 = dequantize_mxfp4_option(args);
+  if (args.has("core-memory") && !args.has("cores"))
+    throw UsageError("--core-memory goes with --cores");
+  if (args.has("cores") && !shard::Worker::current())
+    plan_cores(dir, args, opts,
+               args.has("max-seq") ? args.get_int("max-seq", 0, 1, int64_t{1} << 22) : 0);
   shard_options(opts);
   const int threads = static_cast<int>(args.get_int("threads", default_threads(), 1, 1024));
   rt->checkpoint = Checkpoint::open(dir);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "shard/planner.h"
 
 namespace lathe::shard {
 
@@ -35,12 +36,6 @@ const char* env(const char* name) {
 // The commands that run a model and take --tp and --ep.
 bool runs_a_model(const std::string& command) {
   return command == "generate" || command == "logits" || command == "bench" || command == "tiny";
-}
-
-int cores_available() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 // A status line a worker keeps in a small file that both it and the launcher map: state,
@@ -114,7 +109,7 @@ class MpiWorker final : public Worker, public graph::Collectives {
   int size() const override { return size_; }
   int default_threads() const override {
     if (const char* t = env("LATHE_SHARD_THREADS")) return std::max(1, std::atoi(t));
-    return cores_available();
+    return machine_cores();
   }
 
   void status(const std::string& message) override {
@@ -271,6 +266,11 @@ std::optional<ShardRequest> find_request(int argc, char** argv) {
                            *degree_value(option, *value)};
     }
   }
+  // The launcher adds --tp or --ep to a command whose --cores chose the degree; a user gives
+  // one or the other.
+  for (int i = 2; i < argc && found && !under_mpi(); ++i)
+    if (std::string_view(argv[i]).starts_with("--cores"))
+      throw UsageError("--cores chooses the degree: give it or --tp/--ep, not both");
   if (found && found->degree == 1) return std::nullopt;
   return found;
 }
@@ -296,8 +296,8 @@ std::function<std::unique_ptr<Model>(std::unique_ptr<Model>)> Worker::model_wrap
   };
 }
 
-int launch(const ShardRequest& request, int argc, char** argv) {
-  const int n = request.degree, cores = cores_available();
+int launch(const ShardRequest& request, int argc, char** argv, bool add_degree) {
+  const int n = request.degree, cores = machine_cores();
   const int threads = std::max(1, cores / n);
   char tmpl[] = "/tmp/lathe-shard-XXXXXX";
   const std::string base = env("TMPDIR") ? cat(env("TMPDIR"), "/lathe-shard-XXXXXX") : tmpl;
@@ -318,6 +318,9 @@ int launch(const ShardRequest& request, int argc, char** argv) {
     cmd.insert(cmd.end(), {"-x", var});
   cmd.push_back(exe);
   for (int i = 1; i < argc; ++i) cmd.push_back(argv[i]);
+  if (add_degree)
+    cmd.insert(cmd.end(),
+               {request.parallelism == Parallelism::Tensor ? "--tp" : "--ep", std::to_string(n)});
   setenv("LATHE_SHARD_DIR", dir.c_str(), 1);
   setenv("LATHE_SHARD_THREADS", std::to_string(threads).c_str(), 1);
   // Open MPI refuses root unless told; a container's root is the usual user there.

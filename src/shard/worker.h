@@ -38,8 +38,15 @@ std::optional<ShardRequest> find_request(int argc, char** argv);
 bool under_mpi();
 
 // The launcher: runs the command in `argv` as `request.degree` workers under mpirun and
-// waits for them. Returns the exit code (0, or 1 after one error naming the failed rank).
-int launch(const ShardRequest& request, int argc, char** argv);
+// waits for them (with --tp or --ep and the degree added, when `add_degree`). Returns the
+// exit code (0, or 1 after one error naming the failed rank).
+int launch(const ShardRequest& request, int argc, char** argv, bool add_degree = false);
+
+// Thrown where `--cores` had the planner choose more than one rank (src/cli/runtime.cpp):
+// main() then launches the command as `request` says.
+struct Relaunch {
+  ShardRequest request;
+};
 
 // This process's worker side, once started (null otherwise).
 class Worker {

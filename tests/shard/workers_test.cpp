@@ -88,6 +88,24 @@ TEST(Workers, GenerateGivesTheOneProcessTokens) {
   }
 }
 
+// --cores: the planner picks the fewest ranks whose memory fits --core-memory, and the run
+// goes on with that many (llama_tied_gqa: 469 KiB in one process, 293 KiB per rank of two).
+TEST(Workers, CoresFromThePlanner) {
+  const Generate g("llama_tied_gqa");
+  const SplitRunResult one = run_lathe_split(g.args + " --cores auto");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.err.find("cores: 1 (tp"), std::string::npos) << one.err;
+  const SplitRunResult two = run_lathe_split(g.args + " --cores auto --core-memory 400K");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_NE(two.err.find("cores: 2 (tp"), std::string::npos) << two.err;
+  EXPECT_EQ(tokens(two.out), tokens(one.out));
+  const SplitRunResult none = run_lathe_split(g.args + " --cores 2 --core-memory 100K");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("does not fit 100.0 KiB per core on up to 2 cores"), std::string::npos)
+      << none.err;
+  EXPECT_EQ(run_lathe_split(g.args + " --cores auto --tp 2").exit_code, 2);
+}
+
 // A failing worker: the run ends with exit code 1 within `limit` seconds, its error names
 // `rank` and its last message, and no process is left.
 void expect_bounded_failure(const std::string& env, const std::string& rank_says, double limit) {
