@@ -36,6 +36,7 @@ subcommands:
                        merge sweeps (e.g. the shards of a job array) into one dataset
   catalog refresh      read the Hub's model listing into catalog files
   serve                the explorer: a web page and JSON API over the dataset (localhost)
+  judge [TEXT]         the fluency judge of sharded runs: a small model scores a text
 
 lathe lab SUBCOMMAND --help describes each.
 )";
@@ -516,6 +517,7 @@ int cmd_lab(int argc, char** argv) {
   if (sub == "merge") return lab_merge(argc, argv);
   if (sub == "catalog") return lab_catalog(argc, argv);
   if (sub == "serve") return lab_serve(argc, argv);
+  if (sub == "judge") return lab_judge(argc, argv);
   if (sub == "--help" || sub == "-h" || sub == "help") {
     std::cout << kLabUsage;
     return 0;

@@ -26,6 +26,7 @@ int cmd_architectures(int argc, char** argv);
 int cmd_lab(int argc, char** argv);
 int cmd_pull(int argc, char** argv);
 int cmd_cache(int argc, char** argv);
+int lab_judge(int argc, char** argv);  // lathe lab judge (cmd_lab_judge.cpp)
 
 // Options shared by the commands that run a model.
 std::vector<OptionSpec> runtime_options();
