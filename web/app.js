@@ -386,7 +386,7 @@ function modelPage(body, r, history) {
     hub ? el('a', { class: 'hub', href: hub, rel: 'noopener noreferrer' }, 'its page on the Hugging Face Hub') : null));
   body.append(kv([
     ['Status', el('span', {}, badge(r.status), ' stage ' + r.stage)],
-    ['Error', r.error_type], ['Judge', r.judge_verdict],
+    ['Error', r.error_type], ['Judge', r.judge_verdict], ['Fluency', r.fluency_verdict],
   ]));
   if (r.error_message) body.append(textBlock('Error message', r.error_message, 'error'));
   if (r.log_tail) body.append(textBlock('Log tail', r.log_tail, 'log'));

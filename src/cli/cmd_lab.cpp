@@ -13,11 +13,13 @@
 #include "io/hub_cache.h"
 #include "lab/catalog.h"
 #include "lab/dataset.h"
+#include "lab/fluency.h"
 #include "lab/report.h"
 #include "lab/runner.h"
 #include "lab/subprocess.h"
 #include "models/registry.h"
 #include "serve/server.h"
+#include "shard/worker.h"
 
 namespace lathe {
 namespace fs = std::filesystem;
@@ -83,6 +85,13 @@ std::vector<OptionSpec> protocol_options() {
       {"cache-remote", "URL|DIR",
        "where this cache's modules are published (lathe cache sync --to): the rows' fetch "
        "commands name it (default: the cache folder itself)"},
+      {"tp", "N",
+       "run each model as N tensor-parallel workers under mpirun (docs/sharding.md); a model "
+       "that does not split says so in its row"},
+      {"ep", "N", "run each model as N expert-parallel workers"},
+      {"judge-model", "DIR",
+       "the fluency judge of sharded runs (docs/lab.md; default $LATHE_JUDGE_MODEL, else "
+       "~/.cache/lathe/smollm2-135m-instruct when it is there)"},
   };
 }
 
@@ -107,6 +116,15 @@ ProtocolOptions read_protocol_options(const Args& args, bool detect_python) {
   p.compiled = !args.flag("eager");
   p.compile_cache = fs::absolute(args.get_or("cache-dir", compile::default_cache_root().string()));
   p.cache_remote = args.get_or("cache-remote", "");
+  p.tp = static_cast<int>(args.get_int("tp", 1, 1, 256));
+  p.ep = static_cast<int>(args.get_int("ep", 1, 1, 256));
+  if (p.tp > 1 && p.ep > 1) throw UsageError("--tp and --ep exclude each other");
+  if (auto j = args.get("judge-model")) {
+    p.judge_model = fs::absolute(*j);
+  } else if (p.tp > 1 || p.ep > 1) {
+    const fs::path d = default_judge_model();
+    if (fs::exists(d / "config.json")) p.judge_model = d;
+  }
   const char* home = std::getenv("HOME");
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const fs::path cache_home = xdg && *xdg ? fs::path(xdg) : fs::path(home ? home : ".") / ".cache";
@@ -327,7 +345,9 @@ int lab_run_one(int argc, char** argv) {
   p.progress_file = args.get_or("progress", "");
   p.memory_limit_bytes = one.models[0].memory_limit_bytes;
   const LabRow row = run_protocol(one.models[0], p);
-  write_file_atomic(*args.get("result"), row_to_json(row).dump() + "\n");
+  // A sharded run: every rank ran the protocol; rank 0's row is the run's.
+  if (shard::Worker* w = shard::Worker::current(); !w || w->spec().rank == 0)
+    write_file_atomic(*args.get("result"), row_to_json(row).dump() + "\n");
   return 0;
 }
 

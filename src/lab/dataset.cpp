@@ -74,6 +74,7 @@ const std::vector<Column>& columns() {
       {"decode_first_diverging_step", &LabRow::decode_first_diverging_step},
       {"first_diverging_layer", &LabRow::first_diverging_layer},
       {"judge_verdict", &LabRow::judge_verdict},
+      {"fluency_verdict", &LabRow::fluency_verdict},
       {"lathe_version", &LabRow::lathe_version},
       {"lathe_commit", &LabRow::lathe_commit},
       {"transformers_version", &LabRow::transformers_version},

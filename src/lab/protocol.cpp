@@ -28,10 +28,12 @@
 #include "io/tiny_checkpoint.h"
 #include "lab/compare.h"
 #include "lab/dataset.h"
+#include "lab/fluency.h"
 #include "lab/golden_check.h"
 #include "models/engine.h"
 #include "models/features.h"
 #include "models/registry.h"
+#include "shard/worker.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lathe {
@@ -155,7 +157,8 @@ std::string run_script(const CatalogEntry& e, const ProtocolOptions& o,
   s += cat("build/lathe generate ", shell_quote(model), " --prompt-ids ",
            shell_quote(Json(prompt).dump()), " --max-new-tokens ", o.max_new_tokens,
            " --greedy --dtype ", o.dtype, " --threads ", o.threads, " --max-seq ", max_seq,
-           o.compiled ? " --compiled" : "", " --json\n");
+           o.compiled ? " --compiled" : "", o.tp > 1 ? cat(" --tp ", o.tp) : "",
+           o.ep > 1 ? cat(" --ep ", o.ep) : "", " --json\n");
   return s;
 }
 
@@ -282,8 +285,75 @@ LabRow base_row(const CatalogEntry& e, const ProtocolOptions& o) {
   return r;
 }
 
-LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
+namespace {
+
+// Sharded runs: rank 0 reads the reference (the cache, or the bridge); the other ranks get
+// what their model calls need: whether there is one, the teacher-forced ids, the greedy
+// tokens and how many decode steps to feed. Their copy holds no logits: rank 0 compares.
+std::optional<Reference> share_reference(shard::Worker& w, std::optional<Reference> ref) {
+  std::vector<int32_t> m;
+  if (w.spec().rank == 0) {
+    m.push_back(ref ? 1 : 0);
+    if (ref) {
+      m.push_back(static_cast<int32_t>(ref->teacher_forced_ids.size()));
+      m.insert(m.end(), ref->teacher_forced_ids.begin(), ref->teacher_forced_ids.end());
+      m.push_back(static_cast<int32_t>(ref->greedy_tokens.size()));
+      m.insert(m.end(), ref->greedy_tokens.begin(), ref->greedy_tokens.end());
+      m.push_back(ref->decode_logits.rank() == 2 ? static_cast<int32_t>(ref->decode_logits.dim(0))
+                                                 : -1);
+    }
+  }
+  w.broadcast(m);
+  if (w.spec().rank == 0) return ref;
+  if (m.empty() || m[0] == 0) return std::nullopt;
+  Reference r;
+  size_t at = 1;
+  auto take = [&](std::vector<int32_t>& out) {
+    const auto n = static_cast<size_t>(m.at(at++));
+    out.assign(m.begin() + static_cast<ptrdiff_t>(at), m.begin() + static_cast<ptrdiff_t>(at + n));
+    at += n;
+  };
+  take(r.teacher_forced_ids);
+  take(r.greedy_tokens);
+  if (const int32_t steps = m.at(at); steps > 0)
+    r.decode_logits = Tensor::zeros(DType::F32, {steps, 1});
+  return r;
+}
+
+// The fluency judge's verdict on a sharded run's generated text (docs/lab.md), or why it
+// did not run.
+std::string fluency(const ProtocolOptions& o, const fs::path& dir,
+                    const std::vector<int32_t>& tokens) {
+  if (o.judge_model.empty())
+    return "not run: no judge model (--judge-model, or build SmolLM2: tools/smollm2)";
+  if (!fs::exists(dir / "tokenizer.json")) return "not run: the model has no tokenizer.json";
+  try {
+    const std::string text = Tokenizer::load(dir).decode(tokens, true);
+    return FluencyJudge(o.judge_model, o.threads).score(text).verdict();
+  } catch (const Error& err) {
+    return cat("not run: ", err.what());
+  }
+}
+
+}  // namespace
+
+LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& options) {
+  // A sharded run's worker (docs/sharding.md): every rank runs the protocol, building its own
+  // copy of a tiny checkpoint; rank 0 alone reports progress, reads the reference, compares
+  // and judges, and its row is the run's.
+  shard::Worker* worker = shard::Worker::current();
+  const int rank = worker ? worker->spec().rank : 0;
+  ProtocolOptions o = options;
+  if (worker) {
+    o.work_dir /= cat("rank-", rank);
+    if (rank != 0) o.progress_file.clear();
+  }
   LabRow row = base_row(e, o);
+  if (worker) {
+    const shard::RankSpec& spec = worker->spec();
+    (spec.parallelism == shard::Parallelism::Tensor ? row.tp_degree : row.ep_degree) = spec.degree;
+    row.cores = spec.degree * o.threads;
+  }
   row.started_at = utc_now();
   Stages stages(row, o.progress_file);
   const bool f32 = o.dtype == "f32";
@@ -326,7 +396,7 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
     }
 
     stages.enter("plan");
-    // One core until sharding exists. Loading must fit the memory limit (an address-space
+    // Loading must fit the memory limit (an address-space
     // limit: the mapped files count whole until their converted tensors are given back).
     uint64_t weight_bytes = 0;
     for (const auto& f : fs::directory_iterator(dir))
@@ -357,6 +427,7 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
     if (e.inject == "alloc") Tensor::zeros(DType::F32, {int64_t{1} << 50});
     ModelOptions mo;
     mo.dtype = f32 ? DType::F32 : DType::BF16;
+    if (worker) mo.wrap = worker->model_wrap();
     auto model = load_model(ckpt, mo);
     for (const auto& name : ckpt.tensor_names())
       row.parameters += shape_numel(ckpt.entry(name).shape);
@@ -398,12 +469,16 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
     const std::string hash = model_content_hash(dir);
     const fs::path key =
         reference_key_dir(o.reference_cache, hash, row.prompt_ids, o.max_new_tokens);
-    std::optional<Reference> ref = lookup_reference(key);
-    if (!ref && !e.fixture.empty() && golden_prompt(e.fixture) == row.prompt_ids) {
-      import_golden(e.fixture, key);
+    std::optional<Reference> ref;
+    if (rank == 0) {
       ref = lookup_reference(key);
+      if (!ref && !e.fixture.empty() && golden_prompt(e.fixture) == row.prompt_ids) {
+        import_golden(e.fixture, key);
+        ref = lookup_reference(key);
+      }
+      if (!ref && o.bridge) ref = run_bridge(*o.bridge, dir, row.prompt_ids, o.max_new_tokens, key);
     }
-    if (!ref && o.bridge) ref = run_bridge(*o.bridge, dir, row.prompt_ids, o.max_new_tokens, key);
+    if (worker) ref = share_reference(*worker, std::move(ref));
     if (!ref) {
       record_error("untested", "reference_unavailable",
                    "no reference: no cached transformers output for this model and prompt, and "
@@ -434,13 +509,13 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
         fail(ref->dir.string(), ": teacher-forced id ", id, " is outside the vocabulary");
     KVCache tf_cache = model->new_cache(static_cast<int64_t>(ref->teacher_forced_ids.size()));
     const Tensor logits = model->forward(ctx, ref->teacher_forced_ids, tf_cache, true, &trace);
-    if (logits.shape() != ref->logits.shape())
+    if (rank == 0 && logits.shape() != ref->logits.shape())
       fail(ref->dir.string(), ": reference logits have another shape than lathe's");
-    const LogitComparison lc = compare_logits(logits, ref->logits);
+    const LogitComparison lc = rank == 0 ? compare_logits(logits, ref->logits) : LogitComparison{};
     row.logits_nmse = lc.nmse;
     row.logits_max_abs_error = lc.max_abs_error;
     row.top1_agreement = lc.top1_agreement;
-    if (!ref->hidden.empty()) {
+    if (rank == 0 && !ref->hidden.empty()) {
       const LayerReport layers = compare_layers(actual, ref->hidden, f32 ? kF32Nmse : kBf16Nmse);
       row.first_diverging_layer = layers.first_diverging;
     }
@@ -452,11 +527,14 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
       const auto fed = std::span<const int32_t>(ref->greedy_tokens)
                            .first(static_cast<size_t>(ref->decode_logits.dim(0) - 1));
       const Tensor decode = decode_logits(*model, ctx, row.prompt_ids, fed, edit_cache);
-      row.decode_logits_nmse = compare_logits(decode, ref->decode_logits).nmse;
-      if (auto k = first_row_past(decode, ref->decode_logits, f32 ? kF32Nmse : kBf16Nmse))
-        row.decode_first_diverging_step = static_cast<int32_t>(*k);
+      if (rank == 0) {
+        row.decode_logits_nmse = compare_logits(decode, ref->decode_logits).nmse;
+        if (auto k = first_row_past(decode, ref->decode_logits, f32 ? kF32Nmse : kBf16Nmse))
+          row.decode_first_diverging_step = static_cast<int32_t>(*k);
+      }
     }
-    row.judge_verdict = judge(row, *ref, f32);
+    row.judge_verdict = rank == 0 ? judge(row, *ref, f32) : "";
+    if (worker && rank == 0) row.fluency_verdict = fluency(o, dir, row.generated_tokens);
     if (row.status == "fail") row.error_type = "numerics";
     stages.enter("done");
   } catch (const std::bad_alloc&) {
@@ -469,6 +547,8 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& o) {
                  foreseen ? std::string(err.what())
                           : cat(err.what(), " in stage ", row.stage, " (limit ",
                                 row.memory_limit_bytes >> 20, " MiB)"));
+  } catch (const shard::NotShardable& err) {
+    record_error("unsupported", "not_shardable", err.what());
   } catch (const Error& err) {
     record_error("error", cat(row.stage, "_error"), err.what());
   } catch (const std::exception& err) {

@@ -1,7 +1,8 @@
 // The lab protocol for one model, run inside its own process (`lathe lab run-one`):
 //   fetch      build the tiny checkpoint (later: download from the Hub)
 //   inspect    config.json: is the architecture supported?
-//   plan       cores and memory: one core until sharding exists; does it fit the limit?
+//   plan       memory: does it fit the limit? (the cores: --threads, times the ranks of a
+//              sharded run, --tp or --ep, whose workers each run this protocol)
 //   load       open the safetensors files and build the model
 //   compile    the compiled mode's modules for the prompt's step and the decode step, read
 //              from the compile cache or compiled into it (nothing with --eager); the row's
@@ -47,6 +48,12 @@ struct ProtocolOptions {
   bool compiled = true;
   std::filesystem::path compile_cache;
   std::string cache_remote;
+  // Sharded runs (docs/sharding.md): each model's process runs as `tp` (or `ep`) workers
+  // under mpirun, each of `threads` threads; rows record the degree and the cores.
+  int tp = 1, ep = 1;
+  // The fluency judge of sharded runs (src/lab/fluency.h): its model; empty or absent: the
+  // row says the judge did not run.
+  std::filesystem::path judge_model;
 };
 
 // Runs the protocol and returns its row; every failure becomes a row, never an exception

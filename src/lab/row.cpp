@@ -172,6 +172,7 @@ Json row_to_json(const LabRow& r) {
       {"decode_first_diverging_step", optional_json(r.decode_first_diverging_step)},
       {"first_diverging_layer", optional_json(r.first_diverging_layer)},
       {"judge_verdict", r.judge_verdict},
+      {"fluency_verdict", r.fluency_verdict},
       {"lathe_version", r.lathe_version},
       {"lathe_commit", r.lathe_commit},
       {"transformers_version", r.transformers_version},
@@ -242,6 +243,7 @@ LabRow row_from_json(const Json& j, const std::string& origin) {
   in.integer("decode_first_diverging_step", r.decode_first_diverging_step);
   in.str("first_diverging_layer", r.first_diverging_layer);
   in.str("judge_verdict", r.judge_verdict);
+  in.str("fluency_verdict", r.fluency_verdict);
   in.str("lathe_version", r.lathe_version);
   in.str("lathe_commit", r.lathe_commit);
   in.str("transformers_version", r.transformers_version);

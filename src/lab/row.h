@@ -57,6 +57,8 @@ struct LabRow {
   std::optional<int32_t> decode_first_diverging_step;
   std::optional<std::string> first_diverging_layer;
   std::string judge_verdict;
+  // Sharded runs: the fluency judge's verdict on the generated text (src/lab/fluency.h).
+  std::string fluency_verdict;
 
   // Stack and reproduction.
   std::string lathe_version, lathe_commit, transformers_version, torch_version;

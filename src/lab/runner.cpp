@@ -65,6 +65,9 @@ std::vector<std::string> child_args(const SweepOptions& o, const fs::path& entry
                                 p.compile_cache.string()};
   if (!p.compiled) a.push_back("--eager");
   if (!p.cache_remote.empty()) a.insert(a.end(), {"--cache-remote", p.cache_remote});
+  if (p.tp > 1) a.insert(a.end(), {"--tp", std::to_string(p.tp)});
+  if (p.ep > 1) a.insert(a.end(), {"--ep", std::to_string(p.ep)});
+  if (!p.judge_model.empty()) a.insert(a.end(), {"--judge-model", p.judge_model.string()});
   if (p.bridge) {
     a.insert(a.end(),
              {"--reference-python", p.bridge->python, "--reference-bridge", p.bridge->script,

@@ -33,9 +33,12 @@ const char* env(const char* name) {
   return v && *v ? v : nullptr;
 }
 
-// The commands that run a model and take --tp and --ep.
-bool runs_a_model(const std::string& command) {
-  return command == "generate" || command == "logits" || command == "bench" || command == "tiny";
+// The commands that run a model and take --tp and --ep (the lab's run-one: the sweep starts
+// one per model, sharded when the sweep is).
+bool runs_a_model(int argc, char** argv) {
+  const std::string command = argv[1];
+  return command == "generate" || command == "logits" || command == "bench" || command == "tiny" ||
+         (command == "lab" && argc > 2 && std::string(argv[2]) == "run-one");
 }
 
 // A status line a worker keeps in a small file that both it and the launcher map: state,
@@ -115,6 +118,14 @@ class MpiWorker final : public Worker, public graph::Collectives {
   void status(const std::string& message) override {
     message_ = message;
     write_status("running");
+  }
+
+  void broadcast(std::vector<int32_t>& data) override {
+    int64_t n = static_cast<int64_t>(data.size());
+    MPI_Bcast(&n, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    if (n < 0 || n > INT_MAX) fail("internal: a broadcast of ", n, " values");
+    data.resize(static_cast<size_t>(n));
+    MPI_Bcast(data.data(), static_cast<int>(n), MPI_INT32_T, 0, MPI_COMM_WORLD);
   }
 
   void finish(int code, const std::string& error) override {
@@ -250,7 +261,7 @@ std::optional<int> degree_value(const std::string& option, const std::string& va
 }  // namespace
 
 std::optional<ShardRequest> find_request(int argc, char** argv) {
-  if (argc < 2 || !runs_a_model(argv[1])) return std::nullopt;
+  if (argc < 2 || !runs_a_model(argc, argv)) return std::nullopt;
   std::optional<ShardRequest> found;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/model.h"
 #include "shard/rank_graph.h"
@@ -64,6 +65,9 @@ class Worker {
   virtual int default_threads() const = 0;
   // The status line's message ("loading", "generating"), for the launcher's error.
   virtual void status(const std::string& message) = 0;
+  // Rank 0's `data` to every rank (the lab's reference, which rank 0 alone reads); waits as
+  // long as rank 0 takes, without the collectives' deadline.
+  virtual void broadcast(std::vector<int32_t>& data) = 0;
   // The end: `code` 0 finalizes MPI (all ranks together); otherwise records the error (none:
   // the command's own failure, which rank 0 reported) and returns, and the process's exit
   // makes mpirun stop the others.

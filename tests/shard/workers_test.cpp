@@ -10,10 +10,13 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 
 #include "core/error.h"
+#include "io/json.h"
 #include "io/tiny_checkpoint.h"
 #include "support/run.h"
 
@@ -154,6 +157,46 @@ TEST(Workers, TwoHostsUnderMpirunGiveTheOneProcessTokens) {
   EXPECT_EQ(tokens(two.out), tokens(one.out)) << two.out;
   EXPECT_EQ(read_file(rsh_log), "127.0.0.2\n");  // mpirun started a daemon for the second host
   EXPECT_EQ(g.leftovers(), "");
+}
+
+// The lab's sharded runs: each model's process runs as workers; rank 0's row records the
+// degree, the cores and both verdicts, and a model that does not split says why.
+TEST(Workers, LabSweepRunsEachModelSharded) {
+  ScratchDir dir{"lab-shard"};
+  fs::create_directories(dir.path() / "fixtures");
+  for (const char* f : {"llama_tied_gqa", "qwen3_moe_headdim_mlp_only", "mamba2_groups"})
+    fs::create_directory_symlink(fixture_dir(f), dir.path() / "fixtures" / f);
+  for (const char* split : {"--tp 2", "--ep 2"}) {
+    SCOPED_TRACE(split);
+    const fs::path out = dir.path() / (std::string(split).substr(2, 2));
+    const RunResult r =
+        run_lathe(cat("lab run --no-hf-cache --reference-python none --quiet ", "--fixtures ",
+                      (dir.path() / "fixtures").string(), " --out ", out.string(), " ", split));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    std::map<std::string, Json> rows;
+    std::ifstream journal(out / "rows.jsonl");
+    for (std::string line; std::getline(journal, line);) {
+      Json row = Json::parse(line);
+      rows[row["model_id"].get<std::string>()] = row;
+    }
+    ASSERT_EQ(rows.size(), 3u) << r.out;
+    const bool tp = std::string(split) == "--tp 2";
+    const Json& runs =
+        rows[tp ? "lathe-tiny/llama_tied_gqa" : "lathe-tiny/qwen3_moe_headdim_mlp_only"];
+    EXPECT_EQ(runs["status"], "pass") << runs.dump();
+    EXPECT_EQ(runs[tp ? "tp_degree" : "ep_degree"], 2);
+    EXPECT_EQ(runs[tp ? "ep_degree" : "tp_degree"], 1);
+    EXPECT_EQ(runs["cores"], 2);
+    EXPECT_NE(runs["run_script"].get<std::string>().find(split), std::string::npos);
+    EXPECT_EQ(runs["fluency_verdict"], "not run: the model has no tokenizer.json");
+    const Json& refused = rows[tp ? "lathe-tiny/mamba2_groups" : "lathe-tiny/llama_tied_gqa"];
+    EXPECT_EQ(refused["status"], "unsupported") << refused.dump();
+    EXPECT_EQ(refused["error_type"], "not_shardable");
+    EXPECT_NE(
+        refused["error_message"].get<std::string>().find(tp ? "recurrent layers" : "no experts"),
+        std::string::npos)
+        << refused.dump();
+  }
 }
 
 TEST(Workers, MpiWithAnotherCountThanTheDegreeIsRefused) {
