@@ -20,15 +20,6 @@ namespace lathe {
 namespace {
 namespace fs = std::filesystem;
 
-std::vector<std::string> fixture_names() {
-  std::vector<std::string> names;
-  for (const auto& e :
-       fs::directory_iterator(std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/tiny"))
-    if (fs::exists(e.path() / "goldens.json")) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 // A mixture-of-experts architecture configured without experts (GraniteMoeHybrid's
 // num_local_experts 0: its shared MLP alone).
 bool declares_no_experts(const std::string& fixture) {
@@ -344,7 +335,7 @@ TEST(CacheFault, ShiftsDecodeLogitsWithoutFlippingAToken) {
   EXPECT_EQ(r.decode_first_diverging_step, 1);  // row 0 is the prompt's, before the edit
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, Golden, ::testing::ValuesIn(fixture_names()),
+INSTANTIATE_TEST_SUITE_P(Tiny, Golden, ::testing::ValuesIn(testing::fixture_names()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -54,15 +54,6 @@ class ThreadCollectives : public graph::Collectives {
   int rank_;
 };
 
-std::vector<std::string> fixture_names() {
-  std::vector<std::string> names;
-  for (const auto& e :
-       fs::directory_iterator(std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/tiny"))
-    if (fs::exists(e.path() / "goldens.json")) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 std::vector<int32_t> ids(int64_t n, int64_t vocab, int32_t seed) {
   std::vector<int32_t> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>((seed * 7919 + i * 104729) % vocab);
@@ -156,7 +147,7 @@ TEST_P(RankGraph, RanksTogetherGiveTheOneProcessLogits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, RankGraph, ::testing::ValuesIn(fixture_names()),
+INSTANTIATE_TEST_SUITE_P(Tiny, RankGraph, ::testing::ValuesIn(testing::fixture_names()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

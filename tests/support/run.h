@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace lathe::testing {
 
@@ -124,6 +126,17 @@ inline std::string sha256_of(const std::filesystem::path& p) {
 
 inline std::string fixture_dir(const std::string& name) {
   return std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/tiny/" + name;
+}
+
+// Every tiny fixture with goldens (a folder of tests/fixtures/tiny with goldens.json), sorted.
+inline std::vector<std::string> fixture_names() {
+  std::vector<std::string> names;
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/tiny"))
+    if (std::filesystem::exists(e.path() / "goldens.json"))
+      names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace lathe::testing
