@@ -1,51 +1,13 @@
 #include "graph/quantize.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/pages.h"
 #include "core/quant.h"
 
 namespace lathe::graph {
-namespace {
-
-// Whether [begin, end) lies in one private mapping of a file (/proc/self/maps: a line with an
-// inode), where unmodified pages can be dropped and read again from the file.
-bool in_file_mapping(uintptr_t begin, uintptr_t end) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    std::istringstream f(line);
-    std::string range, perms, offset, device;
-    uint64_t inode = 0;
-    f >> range >> perms >> offset >> device >> inode;
-    const size_t dash = range.find('-');
-    if (dash == std::string::npos) continue;
-    const uintptr_t lo = std::stoull(range.substr(0, dash), nullptr, 16);
-    const uintptr_t hi = std::stoull(range.substr(dash + 1), nullptr, 16);
-    if (begin >= lo && end <= hi) return inode != 0 && perms.size() == 4 && perms[3] == 'p';
-  }
-  return false;
-}
-
-// Gives back the whole pages of [p, p + n) when they are a private file mapping (a view of the
-// checkpoint): MADV_DONTNEED drops them from this process, and a later read (a tied head's
-// embedding rows) faults them in again from the file. Never on anonymous memory, which
-// MADV_DONTNEED would zero.
-void page_out(const void* p, size_t n) {
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-  const auto end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
-  if (end > begin && in_file_mapping(begin, end))
-    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-}
-
-}  // namespace
 
 WeightQuantizer::WeightQuantizer(DType type) : type_(type) {
   if (!is_quantized(type)) fail("internal: WeightQuantizer to ", dtype_name(type));

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/pages.h"
 #include "shard/tp_analysis.h"
 
 namespace lathe::shard {
@@ -42,6 +43,9 @@ const Tensor& WeightSlices::get(const Tensor& t, int dim, int64_t begin, int64_t
   const size_t bytes = static_cast<size_t>(end - begin) * unit;
   for (int64_t o = 0; o < outer; ++o, dst += bytes)
     std::memcpy(dst, src + static_cast<size_t>(o * whole + begin) * unit, bytes);
+  // The copy replaces the mapped source for this rank: its pages stop counting in the rank's
+  // memory (read again from the file if a node uses the whole tensor too).
+  if (!t.owned()) page_out(t.data<void>(), t.nbytes());
   return slices_.emplace(key, std::move(out)).first->second;
 }
 
