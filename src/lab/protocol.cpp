@@ -33,6 +33,7 @@
 #include "models/engine.h"
 #include "models/features.h"
 #include "models/registry.h"
+#include "shard/planner.h"
 #include "shard/worker.h"
 #include "tokenizer/tokenizer.h"
 
@@ -320,6 +321,24 @@ std::optional<Reference> share_reference(shard::Worker& w, std::optional<Referen
   return r;
 }
 
+// The planner's degree for the model (ProtocolOptions::max_cores): one rank goes on here;
+// more relaunch this process as that many workers (shard::Relaunch, caught in main); none
+// that fits is the row's `oom`, with the planner's numbers.
+void plan_cores(const fs::path& dir, bool f32, const ProtocolOptions& o, const LabRow& row) {
+  Checkpoint ckpt = Checkpoint::open(dir);
+  FetchLog log;
+  ckpt.set_fetch_log(&log);
+  const std::unique_ptr<Model> model = load_model(ckpt, {.dtype = f32 ? DType::F32 : DType::BF16});
+  shard::PlannerOptions p;
+  p.core_memory = o.core_memory;
+  p.max_cores = o.max_cores;
+  p.max_seq = std::max<int64_t>(static_cast<int64_t>(row.prompt_ids.size()), 64) + o.max_new_tokens;
+  const shard::PlannerChoice c =
+      shard::choose_degree(*model, shard::analyze(*model, log), ckpt, log, p);
+  if (!c.fits) throw OutOfMemory(c.refusal);
+  if (c.degree > 1) throw shard::Relaunch{{c.parallelism, c.degree}};
+}
+
 // The fluency judge's verdict on a sharded run's generated text (docs/lab.md), or why it
 // did not run.
 std::string fluency(const ProtocolOptions& o, const fs::path& dir,
@@ -417,6 +436,7 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& options) {
       throw OutOfMemory(cat("loading the weights (", weight_bytes >> 20, " MiB) in ", o.dtype,
                             " peaks at about ", peak >> 20, " MiB, over the memory limit of ",
                             row.memory_limit_bytes >> 20, " MiB"));
+    if (o.max_cores > 0 && !worker && planned) plan_cores(dir, f32, o, row);
     const NumericFault fault = numeric_fault(e.inject);
     if (!e.inject.empty() && e.inject != "alloc" && fault.kind == NumericFault::Kind::None)
       inject_fault(e.inject);

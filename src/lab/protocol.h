@@ -51,6 +51,11 @@ struct ProtocolOptions {
   // Sharded runs (docs/sharding.md): each model's process runs as `tp` (or `ep`) workers
   // under mpirun, each of `threads` threads; rows record the degree and the cores.
   int tp = 1, ep = 1;
+  // The planner (docs/sharding.md) picks each model's degree when max_cores > 0: the fewest
+  // ranks, up to max_cores, whose memory each fits core_memory; more than one relaunches the
+  // model's process as that many workers (shard::Relaunch) in the plan stage.
+  int max_cores = 0;
+  uint64_t core_memory = 0;
   // The fluency judge of sharded runs (src/lab/fluency.h): its model; empty or absent: the
   // row says the judge did not run.
   std::filesystem::path judge_model;

@@ -67,6 +67,9 @@ std::vector<std::string> child_args(const SweepOptions& o, const fs::path& entry
   if (!p.cache_remote.empty()) a.insert(a.end(), {"--cache-remote", p.cache_remote});
   if (p.tp > 1) a.insert(a.end(), {"--tp", std::to_string(p.tp)});
   if (p.ep > 1) a.insert(a.end(), {"--ep", std::to_string(p.ep)});
+  if (p.max_cores > 0)
+    a.insert(a.end(), {"--cores", std::to_string(p.max_cores), "--core-memory",
+                       std::to_string(p.core_memory)});
   if (!p.judge_model.empty()) a.insert(a.end(), {"--judge-model", p.judge_model.string()});
   if (p.bridge) {
     a.insert(a.end(),

@@ -199,6 +199,39 @@ TEST(Workers, LabSweepRunsEachModelSharded) {
   }
 }
 
+// The lab's planner: with --cores each model gets the fewest ranks whose memory fits
+// --core-memory (llama_tied_gqa: 469 KiB in one process, 293 KiB per rank of two; mamba2's
+// fits one; the MoE fixture needs 715 KiB per rank even at ep 2: out of memory, with the
+// planner's numbers).
+TEST(Workers, LabSweepPlansTheCores) {
+  ScratchDir dir{"lab-cores"};
+  fs::create_directories(dir.path() / "fixtures");
+  for (const char* f : {"llama_tied_gqa", "qwen3_moe_headdim_mlp_only", "mamba2_groups"})
+    fs::create_directory_symlink(fixture_dir(f), dir.path() / "fixtures" / f);
+  const RunResult r =
+      run_lathe(cat("lab run --no-hf-cache --reference-python none --quiet ", "--fixtures ",
+                    (dir.path() / "fixtures").string(), " --out ", (dir.path() / "out").string(),
+                    " --cores auto --core-memory 400K"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::map<std::string, Json> rows;
+  std::ifstream journal(dir.path() / "out" / "rows.jsonl");
+  for (std::string line; std::getline(journal, line);) {
+    Json row = Json::parse(line);
+    rows[row["model_id"].get<std::string>()] = row;
+  }
+  const Json& llama = rows["lathe-tiny/llama_tied_gqa"];
+  EXPECT_EQ(llama["status"], "pass") << llama.dump();
+  EXPECT_EQ(llama["tp_degree"], 2);
+  const Json& mamba = rows["lathe-tiny/mamba2_groups"];
+  EXPECT_EQ(mamba["status"], "pass") << mamba.dump();
+  EXPECT_EQ(mamba["tp_degree"], 1);
+  const Json& moe = rows["lathe-tiny/qwen3_moe_headdim_mlp_only"];
+  EXPECT_EQ(moe["status"], "oom") << moe.dump();
+  EXPECT_EQ(moe["stage"], "plan");
+  EXPECT_NE(moe["error_message"].get<std::string>().find("does not fit 400.0 KiB per core"),
+            std::string::npos);
+}
+
 TEST(Workers, MpiWithAnotherCountThanTheDegreeIsRefused) {
   const Generate g("llama_tied_gqa");
   const RunResult r =
