@@ -408,6 +408,10 @@ Layout analyze(const Model& model, const FetchLog& log) {
   return L;
 }
 
+Range expert_block(int64_t experts, int n, int r) {
+  return {r * experts / n, (r + 1) * experts / n};
+}
+
 namespace {
 
 std::string divisors(int64_t n) {
@@ -415,6 +419,12 @@ std::string divisors(int64_t n) {
   for (int64_t d = 1; d <= n; ++d)
     if (n % d == 0) out += cat(out.empty() ? "" : ", ", d);
   return out;
+}
+
+int expert_owner(int64_t e, int64_t experts, int n) {
+  int r = 0;
+  while (e >= expert_block(experts, n, r).end) ++r;
+  return r;
 }
 
 // N equal blocks of [first, first + count): rank r's.
@@ -464,12 +474,11 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
   plan.degree = n;
   if (n > 1 && tp) plan.notes = L.notes;
   if (n > 1 && !tp) {
-    if (L.experts % n != 0)
+    if (L.experts < n)
       fail(L.architecture, ": ", L.experts, " experts across ", n,
-           " ranks: the experts must divide evenly (degrees that divide ", L.experts, ": ",
-           divisors(L.experts), ")");
+           " ranks: each rank must hold at least one expert (degrees up to ", L.experts, ")");
     for (int64_t e = 0; e < L.experts; ++e)
-      plan.expert_rank.push_back(static_cast<int>(e / (L.experts / n)));
+      plan.expert_rank.push_back(expert_owner(e, L.experts, n));
   }
 
   std::map<std::string, size_t> record_of;          // tensor -> its first fetch record
@@ -546,7 +555,7 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
       // by experts; anything else is kept whole.
       if (!tp && L.experts > 0 && lt.rank() >= 2 && rows == L.experts) {
         t.kind = ShardKind::Expert;
-        for (int r = 0; r < n; ++r) t.ranks[r] = {block(0, rows, n, r)};
+        for (int r = 0; r < n; ++r) t.ranks[r] = {expert_block(L.experts, n, r)};
         t.note = "rearranged at load; split by experts along dimension 0";
       } else {
         t.note = "the step graph reads a copy the loader made of it: kept whole";

@@ -135,6 +135,10 @@ struct Layout {
 // builds no step graph.
 Layout analyze(const Model& model, const FetchLog& log);
 
+// Expert parallelism's split: rank r holds experts [r * experts / n, (r + 1) * experts / n),
+// contiguous and as even as the count allows (every rank at least one when experts >= n).
+Range expert_block(int64_t experts, int n, int r);
+
 // The plan of `degree` ranks. Degree 1 replicates everything. Throws lathe::Error when the
 // layout cannot be sharded this way (Layout::tp_unsupported / ep_unsupported) or a count does
 // not divide, naming the model, the tensor and the numbers ("9 heads across 2 ranks").

@@ -292,13 +292,13 @@ class RankGraph {
   // Expert parallelism: the rank's experts only, the ranks' shares summed.
   Value experts(const Node& n) {
     const int64_t experts = static_cast<int64_t>(n.inputs.size() - 2) / graph::kExpertInputs;
-    if (experts % spec_.degree != 0)
+    if (experts < spec_.degree)
       fail(n.name.empty() ? "an experts node" : n.name, ": ", experts, " experts across ",
-           spec_.degree, " ranks: they must divide evenly");
-    const int64_t per = experts / spec_.degree;
+           spec_.degree, " ranks: each rank must hold at least one");
+    const Range mine = expert_block(experts, spec_.degree, spec_.rank);
     std::vector<Value> inputs = mapped(n);
     for (int64_t e = 0; e < experts; ++e)
-      if (e / per != spec_.rank)
+      if (e < mine.begin || e >= mine.end)
         for (int k = 0; k < graph::kExpertInputs; ++k)
           inputs[static_cast<size_t>(2 + e * graph::kExpertInputs + k)] = Value{};
     const Value part = copy(n, std::move(inputs), n.shape, false);

@@ -308,13 +308,17 @@ TEST(ShardPlan, ExpertsSplitEvenlyAndRoutersReplicated) {
   EXPECT_GT(experts, 0);
   EXPECT_EQ(held[0], held[1]);
   EXPECT_EQ(plan.rank_bytes[0], plan.rank_bytes[1]);
-  // 5 experts do not split across 2 ranks.
+  // 5 experts across 2 ranks: 2 and 3; across 8 some rank would hold none.
   auto m = planned("mixtral_untied_window_top2");
+  const ShardPlan uneven = make_plan(m->layout, m->ckpt, m->log, Parallelism::Expert, 2);
+  EXPECT_EQ(uneven.expert_rank, (std::vector<int>{0, 0, 1, 1, 1}));
+  for (const TensorShard& t : uneven.tensors)
+    if (t.kind == ShardKind::Expert) expect_reassembles(m->ckpt.tensor(t.name), t, 2);
   try {
-    make_plan(m->layout, m->ckpt, m->log, Parallelism::Expert, 2);
-    FAIL() << "5 experts split 2 ways";
+    make_plan(m->layout, m->ckpt, m->log, Parallelism::Expert, 8);
+    FAIL() << "5 experts split 8 ways";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("5 experts across 2 ranks"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("5 experts across 8 ranks"), std::string::npos)
         << e.what();
   }
 }
