@@ -313,7 +313,7 @@ std::vector<NeededModule> needed_modules(const Args& args) {
   std::vector<NeededModule> out;
   for (const StepBucket& b : buckets) {
     const compile::Flags flags =
-        compile::step_flags(backend, rt->pool->size(), max_context, b.tokens, b.rows, 1);
+        compile::step_flags(backend, rt->pool->size(), max_context, b.tokens, b.rows);
     out.push_back(
         {b.tokens, b.rows, compile::module_key(engine.build_graph(b.tokens, b.rows), flags)});
   }

@@ -139,8 +139,8 @@ void compiled_mode_option(const Args& args, std::unique_ptr<compile::CompileCach
   check_compiled_options(args);
   if (!args.flag("compiled")) return;
   cache = compile_cache_option(args);
-  compiler = std::make_unique<compile::Compiler>(
-      compile::CompilerOptions{.cache = cache.get(), .recompile = args.flag("recompile")});
+  compiler = std::make_unique<compile::Compiler>(compile::CompilerOptions{
+      .cache = cache.get(), .recompile = args.flag("recompile"), .shard = shard::current_layout()});
   ctx.compiled = compiler.get();
 }
 

@@ -17,9 +17,8 @@ Files description(const graph::Graph& bucket, const Flags& flags) {
 }  // namespace
 
 Flags step_flags(const Backend& backend, int threads, int64_t max_context, int64_t tokens,
-                 int64_t rows, int shard_degree) {
-  return {backend.name(), backend.kernel_level(), threads, max_context, tokens,
-          rows,           cat("tp", shard_degree)};
+                 int64_t rows, const std::string& shard) {
+  return {backend.name(), backend.kernel_level(), threads, max_context, tokens, rows, shard};
 }
 
 ModuleKey module_key(const graph::Graph& bucket, const Flags& flags) {
@@ -32,8 +31,7 @@ Compiler::~Compiler() = default;
 const graph::Schedule* Compiler::schedule_for(const graph::Graph& bucket, const Backend& backend,
                                               ThreadPool& pool, int64_t max_context, int64_t tokens,
                                               int64_t rows) {
-  const Flags flags =
-      step_flags(backend, pool.size(), max_context, tokens, rows, opts_.shard_degree);
+  const Flags flags = step_flags(backend, pool.size(), max_context, tokens, rows, opts_.shard);
   const ModuleKey key = module_key(bucket, flags);
   const std::string name = key.dir_name();
   if (auto it = given_.find(name); it != given_.end()) return it->second.get();

@@ -20,7 +20,9 @@ struct ModuleKey;
 struct CompilerOptions {
   CompileCache* cache = nullptr;  // null: compile in this process only, keep nothing
   bool recompile = false;         // compile again even over a ready or failed module
-  int shard_degree = 1;
+  // The shard layout in the modules' flags: "tp1" for one process, "tp2", "ep4" for a rank
+  // of a sharded run (each rank's graph differs from one process's anyway).
+  std::string shard = "tp1";
 };
 
 // What a run's compiled mode did: the lab's row and the tests read it.
@@ -53,7 +55,7 @@ class Compiler : public graph::ScheduleSource {
 // The flags of a bucket's module: the backend and its kernels, the pool, the caches' size,
 // the bucket and the shard layout.
 Flags step_flags(const Backend& backend, int threads, int64_t max_context, int64_t tokens,
-                 int64_t rows, int shard_degree);
+                 int64_t rows, const std::string& shard = "tp1");
 // The cache key of a bucket's module (its folder: MODULE_<graph hash>+<flags hash>).
 ModuleKey module_key(const graph::Graph& bucket, const Flags& flags);
 

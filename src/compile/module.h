@@ -31,7 +31,7 @@ struct Flags {
   int64_t max_context = 0;    // the caches' positions (attention scratch)
   int64_t tokens = 0;         // the bucket: tokens in a step
   int64_t rows = 0;           //   and logit rows
-  std::string shard = "tp1";  // the shard layout (one process until sharding exists)
+  std::string shard = "tp1";  // the shard layout: tp1 for one process, tp2, ep4 for a rank
 
   std::string json() const;
   std::string hash() const;  // 16 hex digits

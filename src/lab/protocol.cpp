@@ -466,7 +466,7 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& options) {
       compile_cache = std::make_unique<compile::CompileCache>(
           o.compile_cache.empty() ? compile::default_cache_root() : o.compile_cache);
       compiler = std::make_unique<compile::Compiler>(
-          compile::CompilerOptions{.cache = compile_cache.get()});
+          compile::CompilerOptions{.cache = compile_cache.get(), .shard = shard::current_layout()});
       ctx.compiled = compiler.get();
       // The modules of the prompt's step and of a decode step (the rest, as they come).
       if (const auto* gm = dynamic_cast<const GraphModel*>(model.get())) {

@@ -300,6 +300,11 @@ Worker* Worker::current() {
   return g_worker.get();
 }
 
+std::string current_layout() {
+  if (!g_worker) return "tp1";
+  return cat(parallelism_name(g_worker->spec().parallelism), g_worker->spec().degree);
+}
+
 std::function<std::unique_ptr<Model>(std::unique_ptr<Model>)> Worker::model_wrap() {
   const RankSpec s = spec();
   return [s](std::unique_ptr<Model> m) -> std::unique_ptr<Model> {

@@ -49,6 +49,10 @@ struct Relaunch {
   ShardRequest request;
 };
 
+// This process's shard layout for the compiled mode's flags: "tp1" in one process, "tp2",
+// "ep4" in a worker.
+std::string current_layout();
+
 // This process's worker side, once started (null otherwise).
 class Worker {
  public:

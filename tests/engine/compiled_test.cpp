@@ -212,7 +212,7 @@ TEST(Compiled, AFailedModuleIsNotRetriedUnlessAsked) {
   // The key the prompt's bucket (8 tokens, all rows) gets, as the engine makes it.
   const graph::Graph bucket = Engine(l->graph(), plain).build_graph(8, 8);
   const compile::Flags flags =
-      compile::step_flags(cpu_backend(false), pool.size(), context_bucket(32), 8, 8, 1);
+      compile::step_flags(cpu_backend(false), pool.size(), context_bucket(32), 8, 8);
   cache.record_failure(compile::module_key(bucket, flags), "an injected failure", {});
   const CachedRun failed = cached_run(*l->model, pool, dir.path(), prompt);
   EXPECT_EQ(failed.stats.failed, 1);
