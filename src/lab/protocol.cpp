@@ -491,12 +491,19 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& options) {
         reference_key_dir(o.reference_cache, hash, row.prompt_ids, o.max_new_tokens);
     std::optional<Reference> ref;
     if (rank == 0) {
-      ref = lookup_reference(key);
-      if (!ref && !e.fixture.empty() && golden_prompt(e.fixture) == row.prompt_ids) {
-        import_golden(e.fixture, key);
+      try {
         ref = lookup_reference(key);
+        if (!ref && !e.fixture.empty() && golden_prompt(e.fixture) == row.prompt_ids) {
+          import_golden(e.fixture, key);
+          ref = lookup_reference(key);
+        }
+        if (!ref && o.bridge)
+          ref = run_bridge(*o.bridge, dir, row.prompt_ids, o.max_new_tokens, key);
+      } catch (...) {
+        // The other ranks wait for the reference: tell them there is none, then report.
+        if (worker) share_reference(*worker, std::nullopt);
+        throw;
       }
-      if (!ref && o.bridge) ref = run_bridge(*o.bridge, dir, row.prompt_ids, o.max_new_tokens, key);
     }
     if (worker) ref = share_reference(*worker, std::move(ref));
     if (!ref) {
