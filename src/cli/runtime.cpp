@@ -85,7 +85,8 @@ void plan_cores(const std::string& dir, const Args& args, const ModelOptions& op
   std::cerr << "cores: " << c.degree << " (" << shard::parallelism_name(c.parallelism) << ", "
             << shard::format_bytes(c.memory.total()) << " per rank of "
             << shard::format_bytes(o.core_memory) << ")\n";
-  if (c.degree > 1) throw shard::Relaunch{{c.parallelism, c.degree}};
+  if (c.degree > 1)
+    throw shard::Relaunch{{c.parallelism, c.degree, o.core_memory + shard::kRankBaseMemory}};
 }
 
 }  // namespace

@@ -336,7 +336,8 @@ void plan_cores(const fs::path& dir, bool f32, const ProtocolOptions& o, const L
   const shard::PlannerChoice c =
       shard::choose_degree(*model, shard::analyze(*model, log), ckpt, log, p);
   if (!c.fits) throw OutOfMemory(c.refusal);
-  if (c.degree > 1) throw shard::Relaunch{{c.parallelism, c.degree}};
+  if (c.degree > 1)
+    throw shard::Relaunch{{c.parallelism, c.degree, o.core_memory + shard::kRankBaseMemory}};
 }
 
 // The fluency judge's verdict on a sharded run's generated text (docs/lab.md), or why it

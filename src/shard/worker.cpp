@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,6 +94,7 @@ class MpiWorker final : public Worker, public graph::Collectives {
     if (const char* d = env("LATHE_SHARD_DIR")) dir_ = d;
     if (const char* t = env("LATHE_SHARD_TIMEOUT")) timeout_ = std::max(0.1, std::atof(t));
     if (const char* f = env("LATHE_SHARD_TEST_FAULT")) parse_fault(f);
+    if (const char* m = env("LATHE_SHARD_MEMORY")) limit_memory(m);
     if (!dir_.empty()) map_status();
     if (rank_ != 0) {
       if (!std::freopen("/dev/null", "w", stdout)) fail("cannot silence rank ", rank_, "'s stdout");
@@ -151,27 +153,36 @@ class MpiWorker final : public Worker, public graph::Collectives {
     MPI_Request req;
     MPI_Iallgather(in, static_cast<int>(n), MPI_FLOAT, out, static_cast<int>(n), MPI_FLOAT,
                    MPI_COMM_WORLD, &req);
-    // Wait with a deadline: spin briefly (the ranks usually arrive together), then yield the
-    // core (an oversubscribed run's other rank may need it), then sleep.
+    // Wait with a deadline: spin for 50 us (the ranks usually arrive together), yield the core
+    // until 0.5 ms (an oversubscribed run's other rank may need it), then sleep 20 us at a time.
     const auto start = std::chrono::steady_clock::now();
     for (int64_t spins = 0;; ++spins) {
       int done = 0;
       MPI_Test(&req, &done, MPI_STATUS_IGNORE);
       if (done) return;
-      if (spins < 200) continue;
-      if (spins % 64 == 0) {
-        const double waited =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (waited > timeout_) give_up(waited);
-      }
-      if (spins < 20000)
+      if (spins < 64) continue;
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (waited > timeout_) give_up(waited);
+      if (waited < 50e-6) continue;
+      if (waited < 500e-6)
         sched_yield();
       else
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
 
  private:
+  // Each rank's own memory budget (LATHE_SHARD_MEMORY, bytes): RLIMIT_DATA, which counts what
+  // the rank allocates (its slices, KV cache, arena, heap) and not the checkpoint it maps
+  // read-only, so an allocation past it fails as out of memory on that rank alone.
+  void limit_memory(const std::string& bytes) {
+    const auto n = parse_size(bytes);
+    if (!n || *n == 0) fail("LATHE_SHARD_MEMORY must be a size such as 2G, got \"", bytes, "\"");
+    const rlimit r{static_cast<rlim_t>(*n), static_cast<rlim_t>(*n)};
+    if (setrlimit(RLIMIT_DATA, &r) != 0) fail("cannot limit rank ", rank_, "'s memory to ", bytes);
+  }
+
   void map_status() {
     const std::string path = status_path(dir_, rank_);
     FILE* f = std::fopen(path.c_str(), "w+");
@@ -330,15 +341,16 @@ int launch(const ShardRequest& request, int argc, char** argv, bool add_degree) 
     cmd.insert(cmd.end(), {"--oversubscribe", "--bind-to", "none"});
   else
     cmd.insert(cmd.end(), {"--map-by", cat("slot:PE=", threads), "--bind-to", "core"});
-  for (const char* var : {"LATHE_SHARD_DIR", "LATHE_SHARD_THREADS"})
-    cmd.insert(cmd.end(), {"-x", var});
+  setenv("LATHE_SHARD_DIR", dir.c_str(), 1);
+  setenv("LATHE_SHARD_THREADS", std::to_string(threads).c_str(), 1);
+  if (request.memory > 0) setenv("LATHE_SHARD_MEMORY", std::to_string(request.memory).c_str(), 1);
+  for (const char* var : {"LATHE_SHARD_DIR", "LATHE_SHARD_THREADS", "LATHE_SHARD_MEMORY"})
+    if (env(var)) cmd.insert(cmd.end(), {"-x", var});
   cmd.push_back(exe);
   for (int i = 1; i < argc; ++i) cmd.push_back(argv[i]);
   if (add_degree)
     cmd.insert(cmd.end(),
                {request.parallelism == Parallelism::Tensor ? "--tp" : "--ep", std::to_string(n)});
-  setenv("LATHE_SHARD_DIR", dir.c_str(), 1);
-  setenv("LATHE_SHARD_THREADS", std::to_string(threads).c_str(), 1);
   // Open MPI refuses root unless told; a container's root is the usual user there.
   if (geteuid() == 0) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);

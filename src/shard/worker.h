@@ -14,6 +14,7 @@
 // the rank that failed and what it was doing, and mpirun leaves no process behind.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -28,7 +29,14 @@ namespace lathe::shard {
 struct ShardRequest {
   Parallelism parallelism = Parallelism::Tensor;
   int degree = 1;
+  // Each rank's memory budget in bytes (0: none); the launcher gives it to the workers as
+  // LATHE_SHARD_MEMORY, which a user may also set.
+  uint64_t memory = 0;
 };
+
+// What a rank's memory budget adds to the planner's figure for it (--core-memory): the
+// process itself, MPI's buffers and the threads' stacks.
+inline constexpr uint64_t kRankBaseMemory = uint64_t{256} << 20;
 
 // --tp N or --ep N among a command's arguments (commands that run a model: generate, logits,
 // bench, tiny); nullopt without them or for degree 1. Throws UsageError for a bad value or

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -19,6 +20,7 @@
 #include "io/json.h"
 #include "io/tiny_checkpoint.h"
 #include "support/run.h"
+#include "support/skip.h"
 
 namespace lathe::testing {
 namespace {
@@ -230,6 +232,29 @@ TEST(Workers, LabSweepPlansTheCores) {
   EXPECT_EQ(moe["stage"], "plan");
   EXPECT_NE(moe["error_message"].get<std::string>().find("does not fit 400.0 KiB per core"),
             std::string::npos);
+}
+
+// Each rank's memory budget (LATHE_SHARD_MEMORY; --cores sets it to --core-memory plus
+// 256 MiB): SmolLM2 f32 in 3 ranks needs about 300 MiB each, so 150 MiB ends the run with
+// one rank's out-of-memory error, and no process is left.
+TEST(Workers, ARankPastItsMemoryBudgetEndsTheRun) {
+  const char* smollm2 = std::getenv("LATHE_SMOLLM2_DIR");
+  if (!smollm2 || !fs::exists(fs::path(smollm2) / "model.safetensors"))
+    LATHE_SKIP_OUTSIDE_CI("SmolLM2: set LATHE_SMOLLM2_DIR (tools/test.sh does)");
+  const std::string args =
+      cat("generate ", smollm2, " --prompt-ids '[1, 2, 3]' --max-new-tokens 4", " --tp 3");
+  const RunResult fits =
+      run_shell(cat("LATHE_SHARD_MEMORY=400M ", LATHE_BINARY, " ", args, " 2>&1"));
+  EXPECT_EQ(fits.exit_code, 0) << fits.out;
+  const RunResult over =
+      run_shell(cat("LATHE_SHARD_MEMORY=150M ", LATHE_BINARY, " ", args, " 2>&1"));
+  EXPECT_EQ(over.exit_code, 1) << over.out;
+  EXPECT_NE(over.out.find("out of memory"), std::string::npos) << over.out;
+  EXPECT_NE(over.out.find("error: rank "), std::string::npos) << over.out;
+  EXPECT_EQ(run_shell(cat("pgrep -af '", LATHE_BINARY, " generate ", smollm2,
+                          "' | grep -v pgrep || true"))
+                .out,
+            "");
 }
 
 TEST(Workers, MpiWithAnotherCountThanTheDegreeIsRefused) {
