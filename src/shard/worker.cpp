@@ -95,6 +95,8 @@ class MpiWorker final : public Worker, public graph::Collectives {
     if (const char* t = env("LATHE_SHARD_TIMEOUT")) timeout_ = std::max(0.1, std::atof(t));
     if (const char* f = env("LATHE_SHARD_TEST_FAULT")) parse_fault(f);
     if (const char* m = env("LATHE_SHARD_MEMORY")) limit_memory(m);
+    // The machine's cores (this rank's affinity is its own cores only).
+    if (size_ > std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))) yield_seconds_ = 0;
     if (!dir_.empty()) map_status();
     if (rank_ != 0) {
       if (!std::freopen("/dev/null", "w", stdout)) fail("cannot silence rank ", rank_, "'s stdout");
@@ -154,7 +156,8 @@ class MpiWorker final : public Worker, public graph::Collectives {
     MPI_Iallgather(in, static_cast<int>(n), MPI_FLOAT, out, static_cast<int>(n), MPI_FLOAT,
                    MPI_COMM_WORLD, &req);
     // Wait with a deadline: spin for 50 us (the ranks usually arrive together), yield the core
-    // until 0.5 ms (an oversubscribed run's other rank may need it), then sleep 20 us at a time.
+    // until 2 ms, then sleep 20 us at a time; with more ranks than cores, sleep after the spin
+    // (a yielding rank can keep the core from the rank it waits for).
     const auto start = std::chrono::steady_clock::now();
     for (int64_t spins = 0;; ++spins) {
       int done = 0;
@@ -165,7 +168,7 @@ class MpiWorker final : public Worker, public graph::Collectives {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (waited > timeout_) give_up(waited);
       if (waited < 50e-6) continue;
-      if (waited < 500e-6)
+      if (waited < yield_seconds_)
         sched_yield();
       else
         std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -253,6 +256,7 @@ class MpiWorker final : public Worker, public graph::Collectives {
   char* status_ = nullptr;
   int64_t count_ = 0;
   double timeout_ = 60;
+  double yield_seconds_ = 2e-3;
   std::string fault_kind_;
   int fault_rank_ = -1;
   int64_t fault_at_ = -1;

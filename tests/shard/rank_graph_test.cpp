@@ -106,9 +106,9 @@ TEST_P(RankGraph, RanksTogetherGiveTheOneProcessLogits) {
     std::string refused;
     for (int r = 0; r < degree && refused.empty(); ++r) {
       ModelOptions o;
-      o.wrap = [&](std::unique_ptr<Model> m) -> std::unique_ptr<Model> {
-        return std::make_unique<ShardedModel>(std::move(m),
-                                              RankSpec{parallelism, degree, r, comms[r].get()});
+      const RankSpec spec{parallelism, degree, r, comms[r].get()};
+      o.wrap = [spec](std::unique_ptr<Model> m) -> std::unique_ptr<Model> {
+        return std::make_unique<ShardedModel>(std::move(m), spec);
       };
       try {
         ranks.push_back(load_model(Checkpoint::open(dir.path()), o));
