@@ -67,7 +67,7 @@ fs::path source_path(const std::string& relative) {
 
 // Options shared by `run` and the per-model `run-one`.
 std::vector<OptionSpec> protocol_options() {
-  return {
+  std::vector<OptionSpec> options = {
       {"dtype", "f32|bf16", "weight dtype the models run in (default f32)"},
       {"threads", "N", "threads per model (default 1: one core)"},
       {"max-new-tokens", "N", "greedy tokens to generate and compare (default 32)"},
@@ -86,18 +86,12 @@ std::vector<OptionSpec> protocol_options() {
       {"cache-remote", "URL|DIR",
        "where this cache's modules are published (lathe cache sync --to): the rows' fetch "
        "commands name it (default: the cache folder itself)"},
-      {"tp", "N",
-       "run each model as N tensor-parallel workers under mpirun (docs/sharding.md); a model "
-       "that does not split says so in its row"},
-      {"ep", "N", "run each model as N expert-parallel workers"},
-      {"cores", "auto|N",
-       "each model on the fewest cores (1, 2, 4, ... up to N; auto: all) whose ranks each fit "
-       "--core-memory, relaunched as that many workers (docs/sharding.md)"},
-      {"core-memory", "SIZE", "with --cores: memory per core, e.g. 2G (default: MemTotal / cores)"},
       {"judge-model", "DIR",
        "the fluency judge of sharded runs (docs/lab.md; default $LATHE_JUDGE_MODEL, else "
        "~/.cache/lathe/smollm2-135m-instruct when it is there)"},
   };
+  for (auto& o : sharding_options()) options.push_back(o);
+  return options;
 }
 
 // python3 on PATH when it imports torch and transformers (checked once, within 120 s), else "".
@@ -124,18 +118,11 @@ ProtocolOptions read_protocol_options(const Args& args, bool detect_python) {
   p.tp = static_cast<int>(args.get_int("tp", 1, 1, 256));
   p.ep = static_cast<int>(args.get_int("ep", 1, 1, 256));
   if (p.tp > 1 && p.ep > 1) throw UsageError("--tp and --ep exclude each other");
-  if (auto cores = args.get("cores"); cores && !shard::Worker::current()) {
-    if (p.tp > 1 || p.ep > 1)
-      throw UsageError("--cores chooses the degree: give it or --tp/--ep, not both");
-    p.max_cores = *cores == "auto" ? shard::machine_cores()
-                                   : static_cast<int>(args.get_int("cores", 1, 1, 256));
-    const auto size = args.get("core-memory");
-    const auto bytes = size ? shard::parse_size(*size) : shard::default_core_memory();
-    if (!bytes) throw UsageError(cat("--core-memory needs a size such as 2G, got \"", *size, "\""));
-    p.core_memory = *bytes;
-  } else if (args.has("core-memory") && !args.has("cores")) {
-    throw UsageError("--core-memory goes with --cores");
-  }
+  if (!shard::Worker::current())  // a worker's launcher planned already
+    if (auto cores = cores_option(args)) {
+      p.max_cores = cores->max_cores;
+      p.core_memory = cores->core_memory;
+    }
   if (auto j = args.get("judge-model")) {
     p.judge_model = fs::absolute(*j);
   } else if (p.tp > 1 || p.ep > 1) {

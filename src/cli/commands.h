@@ -11,6 +11,7 @@
 #include "io/checkpoint.h"
 #include "io/json.h"
 #include "models/model.h"
+#include "shard/planner.h"
 
 namespace lathe {
 
@@ -30,6 +31,11 @@ int lab_judge(int argc, char** argv);  // lathe lab judge (cmd_lab_judge.cpp)
 
 // Options shared by the commands that run a model.
 std::vector<OptionSpec> runtime_options();
+// --tp, --ep, --cores and --core-memory (docs/sharding.md), part of runtime_options().
+std::vector<OptionSpec> sharding_options();
+// --cores and --core-memory: the planner's bounds, or nullopt without --cores. UsageError for
+// --core-memory alone, --cores with --tp or --ep, or a malformed size.
+std::optional<shard::PlannerOptions> cores_option(const Args& args);
 // Threads when --threads is not given: all cores, or a sharded run's worker's share of them.
 int default_threads();
 // In a sharded run's worker: each loaded model becomes this rank's (src/shard/worker.h).

@@ -19,7 +19,7 @@
 namespace lathe {
 
 std::vector<OptionSpec> runtime_options() {
-  return {
+  std::vector<OptionSpec> options = {
       {"dtype", "f32|bf16", "weight storage for compute (default: the checkpoint's; f16 -> f32)"},
       {"quantize", "q8_0|q4_0",
        "quantize the matrices at load into 8- or 4-bit blocks (docs/performance.md)"},
@@ -38,6 +38,13 @@ std::vector<OptionSpec> runtime_options() {
       {"recompile", "", "with --compiled: compile again, even modules that failed before"},
       {"cache-dir", "DIR",
        "the compile cache (default: $LATHE_CACHE_DIR, else ~/.cache/lathe/compile-cache)"},
+  };
+  for (auto& o : sharding_options()) options.push_back(o);
+  return options;
+}
+
+std::vector<OptionSpec> sharding_options() {
+  return {
       {"tp", "N",
        "tensor parallelism: N worker processes under Open MPI's mpirun, each holding 1/N of "
        "every layer's heads and MLP (docs/sharding.md)"},
@@ -49,18 +56,17 @@ std::vector<OptionSpec> runtime_options() {
   };
 }
 
-namespace {
-
-// --cores: the planner's degree for this model and these options (docs/sharding.md). Throws
-// shard::Relaunch for more than one rank, lathe::Error when it fits nowhere.
-void plan_cores(const std::string& dir, const Args& args, const ModelOptions& opts,
-                int64_t max_seq_arg) {
+std::optional<shard::PlannerOptions> cores_option(const Args& args) {
+  if (!args.has("cores")) {
+    if (args.has("core-memory")) throw UsageError("--core-memory goes with --cores");
+    return std::nullopt;
+  }
   if (args.has("tp") || args.has("ep"))
     throw UsageError("--cores chooses the degree: give it or --tp/--ep, not both");
   shard::PlannerOptions o;
-  const std::string cores = args.get_or("cores", "auto");
-  o.max_cores =
-      cores == "auto" ? shard::machine_cores() : static_cast<int>(args.get_int("cores", 1, 1, 256));
+  o.max_cores = args.get_or("cores", "auto") == "auto"
+                    ? shard::machine_cores()
+                    : static_cast<int>(args.get_int("cores", 1, 1, 256));
   if (auto size = args.get("core-memory")) {
     const auto bytes = shard::parse_size(*size);
     if (!bytes) throw UsageError(cat("--core-memory needs a size such as 2G, got \"", *size, "\""));
@@ -68,19 +74,20 @@ void plan_cores(const std::string& dir, const Args& args, const ModelOptions& op
   } else {
     o.core_memory = shard::default_core_memory();
   }
+  return o;
+}
+
+namespace {
+
+// --cores: the planner's degree for this model and these options (docs/sharding.md). Throws
+// shard::Relaunch for more than one rank, lathe::Error when it fits nowhere.
+void plan_cores(const std::string& dir, const Args& args, const ModelOptions& opts,
+                shard::PlannerOptions o) {
   o.dtype = opts.dtype;
   o.quantize = opts.quantize;
   o.kv_dtype = kv_dtype_option(args);
-  Checkpoint ckpt = Checkpoint::open(dir);
-  FetchLog log;
-  ckpt.set_fetch_log(&log);
-  ModelOptions plain = opts;
-  plain.quantize.reset();  // the planner counts quantized bytes itself
-  const std::unique_ptr<Model> model = load_model(ckpt, plain);
-  o.max_seq = max_seq_arg > 0 ? max_seq_arg
-                              : std::min<int64_t>(model->info().max_position_embeddings, 4096);
-  const shard::PlannerChoice c =
-      shard::choose_degree(*model, shard::analyze(*model, log), ckpt, log, o);
+  o.max_seq = args.has("max-seq") ? args.get_int("max-seq", 0, 1, int64_t{1} << 22) : 0;
+  const shard::PlannerChoice c = shard::plan_checkpoint(dir, opts, o);
   if (!c.fits) fail(c.refusal);
   std::cerr << "cores: " << c.degree << " (" << shard::parallelism_name(c.parallelism) << ", "
             << shard::format_bytes(c.memory.total()) << " per rank of "
@@ -165,11 +172,8 @@ std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args,
   }
   opts.quantize = quantize_option(args);
   opts.dequantize_mxfp4 = dequantize_mxfp4_option(args);
-  if (args.has("core-memory") && !args.has("cores"))
-    throw UsageError("--core-memory goes with --cores");
-  if (args.has("cores") && !shard::Worker::current())
-    plan_cores(dir, args, opts,
-               args.has("max-seq") ? args.get_int("max-seq", 0, 1, int64_t{1} << 22) : 0);
+  if (!shard::Worker::current())  // a worker's launcher planned already
+    if (auto cores = cores_option(args)) plan_cores(dir, args, opts, *cores);
   shard_options(opts);
   const int threads = static_cast<int>(args.get_int("threads", default_threads(), 1, 1024));
   rt->checkpoint = Checkpoint::open(dir);

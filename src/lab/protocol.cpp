@@ -325,16 +325,12 @@ std::optional<Reference> share_reference(shard::Worker& w, std::optional<Referen
 // more relaunch this process as that many workers (shard::Relaunch, caught in main); none
 // that fits is the row's `oom`, with the planner's numbers.
 void plan_cores(const fs::path& dir, bool f32, const ProtocolOptions& o, const LabRow& row) {
-  Checkpoint ckpt = Checkpoint::open(dir);
-  FetchLog log;
-  ckpt.set_fetch_log(&log);
-  const std::unique_ptr<Model> model = load_model(ckpt, {.dtype = f32 ? DType::F32 : DType::BF16});
   shard::PlannerOptions p;
   p.core_memory = o.core_memory;
   p.max_cores = o.max_cores;
   p.max_seq = std::max<int64_t>(static_cast<int64_t>(row.prompt_ids.size()), 64) + o.max_new_tokens;
   const shard::PlannerChoice c =
-      shard::choose_degree(*model, shard::analyze(*model, log), ckpt, log, p);
+      shard::plan_checkpoint(dir, {.dtype = f32 ? DType::F32 : DType::BF16}, p);
   if (!c.fits) throw OutOfMemory(c.refusal);
   if (c.degree > 1)
     throw shard::Relaunch{{c.parallelism, c.degree, o.core_memory + shard::kRankBaseMemory}};

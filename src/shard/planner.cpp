@@ -13,6 +13,7 @@
 #include "backends/backend.h"
 #include "core/error.h"
 #include "models/engine.h"
+#include "models/registry.h"
 
 namespace lathe::shard {
 
@@ -126,6 +127,18 @@ PlannerChoice choose_degree(const Model& model, const Layout& layout, const Chec
   if (!c.attempts.empty() && !c.attempts.back().planned)
     c.refusal += cat("; degree ", c.attempts.back().degree, ": ", c.attempts.back().why);
   return c;
+}
+
+PlannerChoice plan_checkpoint(const std::filesystem::path& dir, const ModelOptions& model,
+                              PlannerOptions opts) {
+  Checkpoint ckpt = Checkpoint::open(dir);
+  FetchLog log;
+  ckpt.set_fetch_log(&log);
+  ModelOptions plain = model;
+  plain.quantize.reset();
+  const std::unique_ptr<Model> m = load_model(ckpt, plain);
+  if (opts.max_seq <= 0) opts.max_seq = std::min<int64_t>(m->info().max_position_embeddings, 4096);
+  return choose_degree(*m, analyze(*m, log), ckpt, log, opts);
 }
 
 int machine_cores() {

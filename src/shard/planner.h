@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "models/model.h"
 #include "shard/plan.h"
 
 namespace lathe::shard {
@@ -53,6 +55,12 @@ struct PlannerChoice {
 // opts.core_memory. `model` is the one `layout` was made from (analyze()).
 PlannerChoice choose_degree(const Model& model, const Layout& layout, const Checkpoint& ckpt,
                             const FetchLog& log, const PlannerOptions& opts);
+
+// Opens the checkpoint folder `dir`, loads it with `model` (its --quantize left out: the
+// planner counts quantized bytes itself from opts.quantize) and plans it. opts.max_seq <= 0:
+// min(max_position_embeddings, 4096). What `--cores` runs on (generate, the lab).
+PlannerChoice plan_checkpoint(const std::filesystem::path& dir, const ModelOptions& model,
+                              PlannerOptions opts);
 
 // The pieces of the arithmetic, each for one rank.
 // Weights: every tensor's share times its bytes per element once loaded (the matrix dtype, or
