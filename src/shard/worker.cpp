@@ -264,7 +264,7 @@ class MpiWorker final : public Worker, public graph::Collectives {
 
 std::unique_ptr<MpiWorker> g_worker;
 
-std::optional<int> degree_value(const std::string& option, const std::string& value) {
+int degree_value(const std::string& option, const std::string& value) {
   char* end = nullptr;
   const long v = std::strtol(value.c_str(), &end, 10);
   if (value.empty() || *end || v < 1 || v > 256)
@@ -289,7 +289,7 @@ std::optional<ShardRequest> find_request(int argc, char** argv) {
       if (!value) continue;
       if (found) throw UsageError("--tp and --ep exclude each other (give one degree)");
       found = ShardRequest{option[0] == 't' ? Parallelism::Tensor : Parallelism::Expert,
-                           *degree_value(option, *value)};
+                           degree_value(option, *value)};
     }
   }
   // The launcher adds --tp or --ep to a command whose --cores chose the degree; a user gives
