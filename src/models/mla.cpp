@@ -1,6 +1,7 @@
 #include "models/mla.h"
 
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 
@@ -46,8 +47,17 @@ MlaWeights load_mla(Weights& w, const std::string& prefix, const MlaSpec& s) {
   } else {
     q = w.matrix(prefix + "q_proj.weight", {s.heads * qk, h});
   }
-  m.q_nope = head_rows(q, s.heads, qk, 0, s.qk_nope);
-  m.q_rope = head_rows(q, s.heads, qk, s.qk_nope, s.qk_rope);
+  // Copies gathering each head's rows: logged with their rows, so that a shard plan splits
+  // the stored q projection by heads.
+  const std::string q_name = prefix + (s.q_lora_rank > 0 ? "q_b_proj.weight" : "q_proj.weight");
+  auto gathered = [&](int64_t begin, int64_t count) {
+    std::vector<int64_t> rows;
+    for (int64_t hd = 0; hd < s.heads; ++hd)
+      for (int64_t r = 0; r < count; ++r) rows.push_back(hd * qk + begin + r);
+    return w.gathered(q_name, q, head_rows(q, s.heads, qk, begin, count), std::move(rows));
+  };
+  m.q_nope = gathered(0, s.qk_nope);
+  m.q_rope = gathered(s.qk_nope, s.qk_rope);
 
   const Tensor kv_a = w.matrix(prefix + "kv_a_proj_with_mqa.weight", {s.latent_dim(), h});
   m.kv_a = matrix_rows(kv_a, 0, s.kv_lora_rank);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -75,41 +76,35 @@ std::string label(const Graph& g, size_t i) {
   return cat("node %", i, " (", op_name(n.op), ")");
 }
 
-// Why tensor parallelism cannot split this graph yet, from the ops it holds (the first one
-// found, in one sentence); empty when none of them appears.
-std::string tp_blocker(const Graph& g) {
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
-    switch (n.op) {
-      case Op::CausalConv:
-      case Op::GatedDeltaRule:
+// What tensor parallelism runs whole on every rank (recurrent mixers, DeepSeek's indexer,
+// Gemma3n's AltUp: their weights and state replicated), one line each; empty when nothing.
+std::vector<std::string> replicated_parts(const Graph& g) {
+  std::map<std::string, int> count;
+  for (const Node& n : g.nodes) switch (n.op) {
       case Op::Ssd:
-        return cat("recurrent layers are not split across ranks yet (", label(g, i), " is a ",
-                   op_name(n.op), ": its state would have to be split by channel and head)");
-      case Op::HeadLinear:
-        return cat("multi-head latent attention (MLA) is not split across ranks yet (", label(g, i),
-                   ": its heads share one latent key)");
-      case Op::Attention:
-        if (n.params.value_dim > 0)
-          return cat("multi-head latent attention (MLA) is not split across ranks yet (",
-                     label(g, i), ": its heads share one latent key)");
+        ++count["Mamba2 mixers (ssd)"];
+        break;
+      case Op::GatedDeltaRule:
+        ++count["Gated DeltaNet mixers (gated_delta_rule)"];
+        break;
+      case Op::CausalConv:
+        ++count["causal convolutions (causal_conv)"];
         break;
       case Op::Indexer:
-        return cat("DeepSeek sparse attention's indexer is not split across ranks yet (",
-                   label(g, i), ")");
+        ++count["DeepSeek sparse attention indexers (indexer)"];
+        break;
       case Op::BatchMatmul:
-        return cat("per-token matrix products (", label(g, i),
-                   ", Gemma3n's AltUp) are not split across ranks yet");
-      case Op::Experts:
-        return cat(
-            "its experts are split by expert parallelism (ep), not by tensor "
-            "parallelism (",
-            label(g, i), ")");
+        ++count["per-token matrix products (batch_matmul, Gemma3n's AltUp)"];
+        break;
       default:
         break;
     }
-  }
-  return "";
+  std::vector<std::string> out;
+  for (const auto& [what, k] : count)
+    out.push_back(cat(k, " ", what,
+                      " run whole on every rank: their weights and state are replicated, not "
+                      "split"));
+  return out;
 }
 
 // The Linear whose output reaches `v` through ops that act on each head or element alone (a
@@ -120,6 +115,10 @@ int32_t source_linear(const Graph& g, Value v) {
     switch (n.op) {
       case Op::Linear:
         return v.id;
+      case Op::Slice:  // a part of each head (Qwen3.5's per-head [q | gate])
+        if (g.at(n.inputs[0]).shape.size() != 3) return -1;
+        v = n.inputs[0];
+        break;
       case Op::Reshape:
       case Op::Rope:
       case Op::RmsNorm:
@@ -163,9 +162,16 @@ TpAnalysis analyze_tp(const Graph& g) {
       if (v.valid()) consumers[static_cast<size_t>(v.id)].push_back(static_cast<int32_t>(i));
   // Column-parallel Linears: those feeding an attention's q, k, v (by heads) or an MLP's
   // activation (by features). Their outputs are split until a Linear reads them (row).
-  auto mark = [&](Value v, Role role, int64_t units) {
-    const int32_t l = source_linear(g, v);
-    if (l >= 0) a.column.emplace(l, Column{role, units});
+  // MLA's q is the per-head product of a projection joined with its rotary part
+  // (concat(head_linear(q_nope), rope(q_pe))): each side's projection is split by heads.
+  std::function<void(Value, Role, int64_t)> mark = [&](Value v, Role role, int64_t units) {
+    if (const int32_t l = source_linear(g, v); l >= 0) {
+      a.column.emplace(l, Column{role, units});
+    } else if (v.valid() && g.at(v).op == Op::Concat) {
+      for (Value in : g.at(v).inputs) mark(in, role, units);
+    } else if (v.valid() && g.at(v).op == Op::HeadLinear) {
+      mark(g.at(v).inputs[0], role, units);
+    }
   };
   for (size_t i = 0; i < n; ++i) {
     const Node& node = g.nodes[i];
@@ -250,14 +256,30 @@ TpAnalysis analyze_tp(const Graph& g) {
       }
       case Op::ActMul:
       case Op::Add:
-      case Op::Binary: {
+      case Op::Binary:
+      case Op::Concat: {
         out = s(node.inputs[0]);
         for (Value v : node.inputs)
           if (v.valid() && s(v).units != out.units)
             a.problem = cat(label(g, i), " (", op_name(node.op),
                             ") joins a value split across ranks with one that is not");
+        // Joined along the last dimension, split along the heads before it (MLA's q and k).
+        if (node.op == Op::Concat && out.split() &&
+            (node.shape.size() != 3 || node.shape[1] != out.units))
+          a.problem = cat(label(g, i), " (concat) joins split values along their split dimension");
         break;
       }
+      case Op::Slice:  // a part of each head's features: split as they are
+        out = s(node.inputs[0]);
+        if (out.split() && (node.shape.size() != 3 || node.shape[1] != out.units))
+          a.problem = cat(label(g, i), " (slice) cuts a value split across ranks across its split");
+        break;
+      case Op::HeadLinear:  // MLA's per-head products: the rank's heads of the weight
+        out = s(node.inputs[0]);
+        if (out.split() && g.at(node.inputs[1]).shape.at(0) != out.units)
+          a.problem = cat(label(g, i), " (head_linear) reads heads its weight does not hold");
+        role(node.inputs[1], Role::HeadsVector, out.units);
+        break;
       case Op::Attention: {
         if (!any) break;
         for (int k = 0; k < 3; ++k)
@@ -314,12 +336,9 @@ Layout analyze(const Model& model, const FetchLog& log) {
       L.heads = node.shape.at(1);
       if (node.inputs[1].valid()) L.kv_heads = g.at(node.inputs[1]).shape.at(1);
     }
-  L.tp_unsupported = tp_blocker(g);
-  TpAnalysis tp;
-  if (L.tp_unsupported.empty()) {
-    tp = analyze_tp(g);
-    L.tp_unsupported = tp.problem;
-  }
+  const TpAnalysis tp = analyze_tp(g);
+  L.tp_unsupported = tp.problem;
+  if (L.tp_unsupported.empty()) L.notes = replicated_parts(g);
   for (const auto& [what, norms] : tp.cross_head_norms)
     L.notes.push_back(cat(norms, " norm", norms == 1 ? "" : "s", " of ", what,
                           " act across all its heads (OLMo2's q_norm and k_norm): each weight is "
@@ -346,6 +365,16 @@ Layout analyze(const Model& model, const FetchLog& log) {
     }
   }
   if (L.experts == 0) L.ep_unsupported = "it has no experts";
+  // Tensor parallelism splits the experts the same way (attention and dense MLPs by heads
+  // and features around them).
+  if (L.experts > 0 && L.tp_unsupported.empty()) {
+    L.tp_unsupported = L.ep_unsupported;
+    if (L.tp_unsupported.empty())
+      L.notes.push_back(cat("the ", L.experts,
+                            " experts of each layer are split by experts, a block per rank as "
+                            "expert parallelism splits them; an all-reduce adds the ranks' "
+                            "shares"));
+  }
 
   // Which Weight nodes --quantize would quantize: Linear and expert matrices, not routers.
   std::set<int32_t> quantized;
@@ -398,7 +427,7 @@ Layout analyze(const Model& model, const FetchLog& log) {
       u.unit = t->second.unit;
     }
     if (auto e = expert_of.find(id); e != expert_of.end()) {
-      u.ep = Role::Expert;
+      u.ep = u.tp = Role::Expert;  // under tensor parallelism too, split by experts
       u.expert = e->second;
     }
     u.node = label(g, consumer[i]);
@@ -473,7 +502,7 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
   plan.parallelism = parallelism;
   plan.degree = n;
   if (n > 1 && tp) plan.notes = L.notes;
-  if (n > 1 && !tp) {
+  if (n > 1 && (!tp || L.experts > 0)) {
     if (L.experts < n)
       fail(L.architecture, ": ", L.experts, " experts across ", n,
            " ranks: each rank must hold at least one expert (degrees up to ", L.experts, ")");
@@ -553,7 +582,7 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
       // Rearranged or copied at load (a transposed Conv1D, per-head interleaved QKV, gpt-oss's
       // interleaved experts): the graph reads a copy. A stack of the experts is still split
       // by experts; anything else is kept whole.
-      if (!tp && L.experts > 0 && lt.rank() >= 2 && rows == L.experts) {
+      if (L.experts > 0 && lt.rank() >= 2 && rows == L.experts) {
         t.kind = ShardKind::Expert;
         for (int r = 0; r < n; ++r) t.ranks[r] = {expert_block(L.experts, n, r)};
         t.note = "rearranged at load; split by experts along dimension 0";
@@ -725,7 +754,7 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
       for (Range& r : rs) {
         if (ratio == 0 || loaded % stored != 0 || r.begin % ratio != 0 || r.end % ratio != 0)
           fail(L.architecture, ": ", t.name, ": its ", stored, " blocks along dimension ", main.dim,
-               " do not split at the ranks' boundaries of ", main.name, " (", r.begin, " .. ",
+               " do not divide at the ranks' boundaries of ", main.name, " (", r.begin, " .. ",
                r.end, " of ", loaded, ")");
         r = {r.begin / ratio, r.end / ratio};
       }

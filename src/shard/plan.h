@@ -95,7 +95,7 @@ struct ShardPlan {
 struct Layout {
   std::string architecture;
   int64_t heads = 0, kv_heads = 0, head_dim = 0, experts = 0;
-  // Why tensor parallelism is not built for this model (recurrent layers, MLA, ...); empty
+  // Why tensor parallelism is not built for this model (layers of unequal expert counts); empty
   // when it is. One sentence naming the node and what it is.
   std::string tp_unsupported;
   // Why expert parallelism is not: the model has no experts, or layers of unequal counts.

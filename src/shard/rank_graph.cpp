@@ -95,7 +95,6 @@ class RankGraph {
                      [](const Node& n) { return n.op == Op::Experts; }))
       fail("it has no experts for expert parallelism to split (tensor parallelism: --tp)");
     if (tp) {
-      if (std::string why = detail::tp_blocker(g_); !why.empty()) fail(why);
       a_ = detail::analyze_tp(g_);
       if (!a_.problem.empty()) fail(a_.problem);
     }
@@ -190,6 +189,12 @@ class RankGraph {
       case Op::LayerNorm:
         if (split(n.inputs[0])) return norm(i);
         break;
+      case Op::Experts:  // split by experts, as expert parallelism splits them
+        return experts(n);
+      case Op::HeadLinear:
+        if (!out.split()) break;
+        return copy(n, {at(n.inputs[0]), sliced_units(n.inputs[1], 0, out.units, units_of(i))},
+                    local_shape(n.shape, out.units, units_of(i), where), false);
       case Op::Attention: {
         if (!out.split()) break;
         const Units u = units_of(i);
@@ -272,7 +277,8 @@ class RankGraph {
       // A norm over several units (OLMo2's q_norm over all heads): gather the whole row, norm
       // it as one process does, keep the rank's columns.
       if (u.count * spec_.degree != s.units)
-        fail(where, ": a norm across heads of kv heads shared by several ranks");
+        fail(where, ": a norm across all kv heads needs them to divide evenly across the ranks (",
+             s.units, " kv heads across ", spec_.degree, " ranks)");
       const Value whole = b_.all_gather(at(n.inputs[0]), *spec_.comm);
       std::vector<Value> inputs = mapped(n);
       inputs[0] = whole;

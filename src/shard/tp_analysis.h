@@ -42,8 +42,9 @@ struct TpAnalysis {
 };
 
 TpAnalysis analyze_tp(const graph::Graph& g);
-// Why tensor parallelism cannot split this graph yet, in one sentence; empty when it can.
-std::string tp_blocker(const graph::Graph& g);
+// What tensor parallelism runs whole on every rank (recurrent mixers, DeepSeek's indexer,
+// Gemma3n's AltUp), one line each.
+std::vector<std::string> replicated_parts(const graph::Graph& g);
 // Where a node sits, for messages.
 std::string label(const graph::Graph& g, size_t i);
 // The features of one token's row of a value: its elements over its first dimension.

@@ -115,8 +115,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DenseTp,
                                            "starcoder2_tied_window_bias", "gpt2_tied",
                                            "llava_multimodal_text", "gemma4_text_kv_shared"));
 
-// Every fixture at degree 2, in the parallelism the planner would take: a plan in which every
-// tensor is once and every split one reassembles, or one lathe::Error.
+// Every fixture at degree 2, tensor-parallel and (with experts) expert-parallel: a plan in
+// which every tensor is once and every split one reassembles, or one lathe::Error naming a
+// count that does not divide.
 TEST(ShardPlan, EveryFixturePlansOrRefusesWithAMessage) {
   int plans = 0, refusals = 0;
   for (const auto& entry :
@@ -124,24 +125,31 @@ TEST(ShardPlan, EveryFixturePlansOrRefusesWithAMessage) {
     const std::string name = entry.path().filename().string();
     SCOPED_TRACE(name);
     auto p = planned(name);
-    const Parallelism par = p->layout.experts > 0 ? Parallelism::Expert : Parallelism::Tensor;
-    ShardPlan plan;
-    try {
-      plan = make_plan(p->layout, p->ckpt, p->log, par, 2);
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(p->layout.architecture), std::string::npos) << e.what();
-      ++refusals;
-      continue;
-    }
-    ++plans;
-    ASSERT_EQ(plan.tensors.size(), p->ckpt.tensor_names().size());
-    for (const TensorShard& t : plan.tensors) {
-      if (t.kind == ShardKind::Unused || t.kind == ShardKind::Replicated) continue;
-      if (t.dtype != "F32" && t.dtype != "BF16" && t.dtype != "F16") continue;
-      expect_reassembles(p->ckpt.tensor(t.name), t, 2);
+    std::vector<Parallelism> ways = {Parallelism::Tensor};
+    if (p->layout.experts > 0) ways.push_back(Parallelism::Expert);
+    for (Parallelism par : ways) {
+      SCOPED_TRACE(parallelism_name(par));
+      ShardPlan plan;
+      try {
+        plan = make_plan(p->layout, p->ckpt, p->log, par, 2);
+      } catch (const Error& e) {
+        // The only refusal left at degree 2: a count that does not divide.
+        const std::string m = e.what();
+        EXPECT_NE(m.find(p->layout.architecture), std::string::npos) << m;
+        EXPECT_NE(m.find("divide"), std::string::npos) << m;
+        ++refusals;
+        continue;
+      }
+      ++plans;
+      ASSERT_EQ(plan.tensors.size(), p->ckpt.tensor_names().size());
+      for (const TensorShard& t : plan.tensors) {
+        if (t.kind == ShardKind::Unused || t.kind == ShardKind::Replicated) continue;
+        if (t.dtype != "F32" && t.dtype != "BF16" && t.dtype != "F16") continue;
+        expect_reassembles(p->ckpt.tensor(t.name), t, 2);
+      }
     }
   }
-  EXPECT_GT(plans, 80);
+  EXPECT_GT(plans, 140);
   EXPECT_GT(refusals, 0);
 }
 
@@ -268,18 +276,37 @@ TEST(ShardPlan, CrossHeadNormsAreKeptWholeAndSaidSo) {
   EXPECT_TRUE(make_plan(q->layout, q->ckpt, q->log, Parallelism::Tensor, 2).notes.empty());
 }
 
-TEST(ShardPlan, LayoutsNotSplitYetSayWhyInOneSentence) {
-  for (const auto& [name, why] : std::vector<std::pair<std::string, std::string>>{
-           {"mamba2_tied", "recurrent layers"},
-           {"deepseek_v3_mla_lora_groups", "multi-head latent attention"},
-           {"mixtral_untied_window_top2", "expert parallelism"}}) {
-    auto p = planned(name);
-    EXPECT_NE(p->layout.tp_unsupported.find(why), std::string::npos)
-        << name << ": " << p->layout.tp_unsupported;
-    EXPECT_THROW(make_plan(p->layout, p->ckpt, p->log, Parallelism::Tensor, 2), Error);
-    // Degree 1 is always a plan.
-    EXPECT_EQ(make_plan(p->layout, p->ckpt, p->log, Parallelism::Tensor, 1).degree, 1);
-  }
+// Tensor parallelism splits hybrids, MLA and mixtures of experts too: attention and MLPs by
+// heads and features, MLA's q by heads around its shared latent, the experts by blocks; the
+// recurrent mixers run whole on every rank, and the plan says so.
+TEST(ShardPlan, HybridsMlaAndExpertsSplitByTensorParallelism) {
+  auto m = planned("mamba2_tied");
+  ASSERT_EQ(m->layout.tp_unsupported, "");
+  const ShardPlan mamba = make_plan(m->layout, m->ckpt, m->log, Parallelism::Tensor, 2);
+  EXPECT_EQ(find(mamba, "layers.0.mixer.in_proj.weight").kind, ShardKind::Replicated);
+  EXPECT_EQ(find(mamba, "layers.0.mixer.out_proj.weight").kind, ShardKind::Replicated);
+  ASSERT_FALSE(mamba.notes.empty());
+  EXPECT_NE(mamba.notes[0].find("run whole on every rank"), std::string::npos) << mamba.notes[0];
+
+  auto d = planned("deepseek_v3_mla_lora_groups");
+  ASSERT_EQ(d->layout.tp_unsupported, "");
+  const ShardPlan mla = make_plan(d->layout, d->ckpt, d->log, Parallelism::Tensor, 2);
+  EXPECT_EQ(find(mla, "layers.0.self_attn.q_b_proj.weight").kind, ShardKind::Column);
+  EXPECT_EQ(find(mla, "layers.0.self_attn.o_proj.weight").kind, ShardKind::Row);
+  EXPECT_EQ(find(mla, "layers.0.self_attn.q_a_proj.weight").kind, ShardKind::Replicated);
+  EXPECT_GT(mla.count(ShardKind::Expert), 0);
+  for (const TensorShard& t : mla.tensors)
+    if (t.kind == ShardKind::Column || t.kind == ShardKind::Row || t.kind == ShardKind::Expert)
+      expect_reassembles(d->ckpt.tensor(t.name), t, 2);
+
+  auto x = planned("mixtral_untied_window_top2");  // 5 experts
+  const ShardPlan moe = make_plan(x->layout, x->ckpt, x->log, Parallelism::Tensor, 2);
+  EXPECT_EQ(moe.expert_rank, (std::vector<int>{0, 0, 1, 1, 1}));
+  EXPECT_EQ(find(moe, "layers.0.self_attn.q_proj.weight").kind, ShardKind::Column);
+  EXPECT_EQ(find(moe, "layers.0.block_sparse_moe.experts.0.w1.weight").kind, ShardKind::Expert);
+  EXPECT_EQ(find(moe, "layers.0.block_sparse_moe.gate.weight").kind, ShardKind::Replicated);
+  // Degree 1 is always a plan.
+  EXPECT_EQ(make_plan(x->layout, x->ckpt, x->log, Parallelism::Tensor, 1).degree, 1);
 }
 
 TEST(ShardPlan, ExpertsSplitEvenlyAndRoutersReplicated) {
