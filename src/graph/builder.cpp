@@ -97,7 +97,9 @@ Value Builder::linear(Value x, Value w, Value bias, Quantize quantize) {
   }
   Shape out = shape(x);
   out.back() = wn.shape[0];
-  return add_node({.op = Op::Linear, .inputs = {x, w, bias}, .shape = std::move(out)});
+  Node n{.op = Op::Linear, .inputs = {x, w, bias}, .shape = std::move(out)};
+  n.params.keep_dtype = quantize == Quantize::Never;
+  return add_node(std::move(n));
 }
 
 Value Builder::rms_norm(Value x, Value weight, float eps, float offset) {

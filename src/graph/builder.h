@@ -36,6 +36,9 @@ class Builder {
   Graph& graph() { return g_; }
   // Linear and Experts weights are then replaced by the quantizer's copies (--quantize).
   void set_quantizer(WeightQuantizer* q) { quantizer_ = q; }
+  WeightQuantizer* quantizer() const { return quantizer_; }
+  // w, or a Weight node of its quantized copy when the quantizer takes it.
+  Value quantized(Value w);
   const Node& node(Value v) const { return g_.at(v); }
   const Shape& shape(Value v) const { return g_.at(v).shape; }
   int64_t dim(Value v, int i) const;
@@ -178,8 +181,6 @@ class Builder {
   void expect_f32(Value v, const char* op, const char* arg) const;
   void expect_same_shape(Value a, Value b, const char* op) const;
   Value unary(Op op, Value x, Params p);
-  // w, or a Weight node of its quantized copy when the quantizer takes it.
-  Value quantized(Value w);
 
   Graph g_;
   OnNode on_node_, on_name_;

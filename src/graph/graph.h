@@ -168,6 +168,9 @@ struct Params {
   int64_t input_slot = 0;            // Input: which step input (InputSlot)
   // Attention: no k and v; reads cache layer `layer` and appends nothing (KV-shared layers).
   bool kv_read_only = false;
+  // Linear: built with Quantize::Never (a router): a rank's graph never quantizes its weight.
+  // Not hashed: the weight's own dtype says what runs.
+  bool keep_dtype = false;
   // Route (scale: routed scaling factor, eps: added to the sum that norm_topk divides by).
   Routing routing = Routing::SoftmaxTopK;
   bool norm_topk = false;

@@ -24,6 +24,9 @@ class WeightQuantizer {
   // source that is a view of a mapped checkpoint has its pages given back afterwards
   // (MADV_DONTNEED on its private file mapping: re-read from the file if used again).
   Tensor get(const Tensor& w);
+  // The quantized copy of an owned tensor the caller gives up (a rank's slice): made each
+  // call, not kept here; w is returned as it is when applies() is false.
+  Tensor take(Tensor w);
 
   struct Stats {
     int64_t matrices = 0;       // quantized

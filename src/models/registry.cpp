@@ -323,12 +323,13 @@ std::unique_ptr<Model> load_model(const Checkpoint& ckpt, const ModelOptions& op
          ", which lathe does not support (supported: ", known, ")");
   }
   std::unique_ptr<Model> model = e->load(ckpt, opts);
+  // Wrapped first: a sharded rank quantizes only its own slices and experts.
+  if (opts.wrap) model = opts.wrap(std::move(model));
   if (opts.quantize) {
     auto* graph_model = dynamic_cast<GraphModel*>(model.get());
     if (!graph_model) fail("internal: ", arch, " builds no graph to quantize");
     graph_model->quantize_weights(*opts.quantize);
   }
-  if (opts.wrap) model = opts.wrap(std::move(model));
   return model;
 }
 

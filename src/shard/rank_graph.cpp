@@ -17,15 +17,16 @@ using graph::Value;
 using Role = Layout::Role;
 using detail::Split;
 
-const Tensor& WeightSlices::get(const Tensor& t, int dim, int64_t begin, int64_t end) {
+const Tensor& WeightSlices::get(const Tensor& t, int dim, int64_t begin, int64_t end,
+                                graph::WeightQuantizer* quantizer) {
   std::lock_guard lock(mutex_);
-  const Key key{t.data<void>(), dim, begin, end};
+  const Key key{t.data<void>(), dim, begin, end, quantizer != nullptr};
   if (auto it = slices_.find(key); it != slices_.end()) return it->second;
   const DType dt = t.dtype();
   if (dt != DType::F32 && dt != DType::BF16 && dt != DType::F16)
     fail("a ", dtype_name(dt), " weight ", shape_str(t.shape()),
-         " cannot be split across ranks yet (tensor parallelism slices f32, bf16 and f16 "
-         "matrices; run without --quantize)");
+         " cannot be split across ranks (tensor parallelism slices f32, bf16 and f16 "
+         "matrices, then quantizes the slices under --quantize)");
   Shape shape = t.shape();
   const size_t d = static_cast<size_t>(dim);
   if (d >= shape.size() || begin < 0 || end > shape[d] || begin >= end)
@@ -46,6 +47,7 @@ const Tensor& WeightSlices::get(const Tensor& t, int dim, int64_t begin, int64_t
   // The copy replaces the mapped source for this rank: its pages stop counting in the rank's
   // memory (read again from the file if a node uses the whole tensor too).
   if (!t.owned()) page_out(t.data<void>(), t.nbytes());
+  if (quantizer) out = quantizer->take(std::move(out));
   return slices_.emplace(key, std::move(out)).first->second;
 }
 
@@ -142,24 +144,32 @@ class RankGraph {
     for (Value v : n.inputs) out.push_back(at(v));
     return out;
   }
-  // Indices [begin, end) of dimension `dim` of weight w, as a Weight node.
-  Value sliced(Value w, int dim, int64_t begin, int64_t end) {
+  // Indices [begin, end) of dimension `dim` of weight w, as a Weight node (quantized when it
+  // is a matmul's, under --quantize).
+  Value sliced(Value w, int dim, int64_t begin, int64_t end, bool matmul = false) {
     const Node& n = g_.at(w);
     if (n.op != Op::Weight) fail("internal: slicing ", op_name(n.op), " node %", w.id);
-    const Tensor& t = slices_.get(n.constant, dim, begin, end);
+    const Tensor& t =
+        slices_.get(n.constant, dim, begin, end, matmul ? b_.quantizer() : nullptr);
     return b_.append(Node{.op = Op::Weight, .shape = t.shape(), .dtype = t.dtype(), .constant = t});
   }
   // The rank's units of weight w's dimension `dim`, which holds `units` equal blocks.
-  Value sliced_units(Value w, int dim, int64_t units, const Units& u) {
+  Value sliced_units(Value w, int dim, int64_t units, const Units& u, bool matmul = false) {
     if (!w.valid()) return w;
     const int64_t size = g_.at(w).shape.at(static_cast<size_t>(dim));
     if (size % units != 0)
       fail("internal: ", shape_str(g_.at(w).shape), " has no ", units, " equal blocks");
     const int64_t per = size / units;
-    return sliced(w, dim, u.first * per, (u.first + u.count) * per);
+    return sliced(w, dim, u.first * per, (u.first + u.count) * per, matmul);
   }
+  // A node of the rank's graph. Under --quantize the matrices of Linears (routers aside) and
+  // experts take their quantized copies, as the builder gives one process.
   Value copy(const Node& n, std::vector<Value> inputs, Shape shape, bool named) {
     Node c = n;
+    if (n.op == Op::Linear && !n.params.keep_dtype) inputs[1] = b_.quantized(inputs[1]);
+    if (n.op == Op::Experts)
+      for (size_t k = 2; k < inputs.size(); ++k)
+        if ((k - 2) % graph::kExpertInputs < 3) inputs[k] = b_.quantized(inputs[k]);
     c.inputs = std::move(inputs);
     c.shape = std::move(shape);
     if (!named) c.name.clear();
@@ -220,7 +230,9 @@ class RankGraph {
     if (in.split()) {
       // Row-parallel: the rank's columns, the ranks' products summed, the bias added once.
       const Units u = rank_units(in.units, in.unit, spec_, detail::label(g_, i));
-      const Value part = copy(n, {at(x), sliced_units(w, 1, in.units, u), Value{}}, n.shape, false);
+      const Value part =
+          copy(n, {at(x), sliced_units(w, 1, in.units, u, !n.params.keep_dtype), Value{}}, n.shape,
+               false);
       Value sum = b_.all_reduce(part, *spec_.comm);
       if (bias.valid()) sum = b_.binary(graph::BinaryOp::Add, sum, at(bias));
       return named(sum, n);
@@ -228,7 +240,7 @@ class RankGraph {
     if (auto c = a_.column.find(static_cast<int32_t>(i)); c != a_.column.end()) {
       const Units u = rank_units(c->second.units, c->second.role, spec_, detail::label(g_, i));
       return copy(n,
-                  {at(x), sliced_units(w, 0, c->second.units, u),
+                  {at(x), sliced_units(w, 0, c->second.units, u, !n.params.keep_dtype),
                    sliced_units(bias, 0, c->second.units, u)},
                   local_shape(n.shape, c->second.units, u, detail::label(g_, i)), false);
     }
@@ -239,7 +251,9 @@ class RankGraph {
       Shape shape = n.shape;
       shape.back() /= spec_.degree;
       const Value part = copy(
-          n, {at(x), sliced_units(w, 0, spec_.degree, u), sliced_units(bias, 0, spec_.degree, u)},
+          n,
+          {at(x), sliced_units(w, 0, spec_.degree, u, !n.params.keep_dtype),
+           sliced_units(bias, 0, spec_.degree, u)},
           shape, false);
       return named(b_.all_gather(part, *spec_.comm), n);
     }
@@ -344,12 +358,13 @@ ShardedModel::ShardedModel(std::unique_ptr<Model> inner, const RankSpec& spec)
   if (!inner_) fail(owner_->info().architecture, " builds no step graph, so it cannot be sharded");
   if (spec.degree < 1 || spec.rank < 0 || spec.rank >= spec.degree)
     fail("internal: rank ", spec.rank, " of ", spec.degree);
+  // --quantize comes after: each rank quantizes its own slices (models/registry.cpp).
+  if (inner_->quantizer()) fail("internal: a model quantized before it is sharded");
   info_ = inner_->info();
   const std::string what =
       cat(info_.architecture, " (", parallelism_name(spec.parallelism), "=", spec.degree, ")");
   try {
     if (spec.parallelism == Parallelism::Tensor && spec.degree > 1) {
-      if (inner_->quantizer()) fail("tensor parallelism with --quantize is not built yet");
       info_.kv_heads = rank_units(info_.kv_heads, Role::ColumnKv, spec, "the kv heads").count;
     }
     Builder probe;

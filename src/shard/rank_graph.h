@@ -45,11 +45,13 @@ struct RankSpec {
 // The slices of weights a rank's graphs read, made on first use and kept.
 class WeightSlices {
  public:
-  // Indices [begin, end) of dimension `dim` of t (0, or the last), as a new tensor.
-  const Tensor& get(const Tensor& t, int dim, int64_t begin, int64_t end);
+  // Indices [begin, end) of dimension `dim` of t (0, or the last), as a new tensor; with a
+  // quantizer (a matmul's weight under --quantize), its quantized copy in its place.
+  const Tensor& get(const Tensor& t, int dim, int64_t begin, int64_t end,
+                    graph::WeightQuantizer* quantizer = nullptr);
 
  private:
-  using Key = std::tuple<const void*, int, int64_t, int64_t>;
+  using Key = std::tuple<const void*, int, int64_t, int64_t, bool>;
   std::map<Key, Tensor> slices_;
   std::mutex mutex_;
 };

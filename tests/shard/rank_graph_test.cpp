@@ -154,6 +154,47 @@ TEST_P(RankGraph, RanksTogetherGiveTheOneProcessLogits) {
   }
 }
 
+// Under --quantize each rank quantizes its own slices (a column block's rows as one process
+// quantizes them; a row block's columns where they are whole groups of 64, else kept f32):
+// the ranks agree bit for bit, hold quantized matrices, and stay within the quantized type's
+// error of one process quantized the same way.
+TEST(RankGraphQuantized, RanksQuantizeTheirOwnSlices) {
+  for (const std::string name : {"llama_tied_gqa", "qwen3_moe_headdim_mlp_only"}) {
+    SCOPED_TRACE(name);
+    testing::ScratchDir dir{"rank-q"};
+    build_tiny_checkpoint(testing::fixture_dir(name), dir.path(), {.dtype = DType::F32});
+    ModelOptions base;
+    base.quantize = DType::Q8_0;
+    const std::unique_ptr<Model> one = load_model(Checkpoint::open(dir.path()), base);
+    ASSERT_GT(one->info().quantized_matrices, 0);
+    const int64_t vocab = one->info().vocab_size;
+    const std::vector<float> expected = run(*one, vocab);
+    constexpr int kRanks = 2;
+    ThreadGroup group(kRanks);
+    std::vector<std::unique_ptr<ThreadCollectives>> comms;
+    std::vector<std::unique_ptr<Model>> ranks;
+    for (int r = 0; r < kRanks; ++r) {
+      comms.push_back(std::make_unique<ThreadCollectives>(group, r));
+      ModelOptions o = base;
+      const RankSpec spec{Parallelism::Tensor, kRanks, r, comms[r].get()};
+      o.wrap = [spec](std::unique_ptr<Model> m) -> std::unique_ptr<Model> {
+        return std::make_unique<ShardedModel>(std::move(m), spec);
+      };
+      ranks.push_back(load_model(Checkpoint::open(dir.path()), o));
+      EXPECT_GT(ranks.back()->info().quantized_matrices, 0);
+      EXPECT_LT(ranks.back()->info().quantized_bytes, one->info().quantized_bytes);
+    }
+    std::vector<std::vector<float>> got(kRanks);
+    {
+      std::vector<std::jthread> threads;
+      for (int r = 0; r < kRanks; ++r)
+        threads.emplace_back([&, r] { got[r] = run(*ranks[r], vocab); });
+    }
+    EXPECT_TRUE(got[1] == got[0]);
+    EXPECT_LE(nmse(got[0], expected), 1e-3);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiny, RankGraph, ::testing::ValuesIn(testing::fixture_names()),
                          [](const auto& info) { return info.param; });
 
