@@ -163,6 +163,12 @@ std::string run_script(const CatalogEntry& e, const ProtocolOptions& o,
   return s;
 }
 
+// This process's peak resident memory so far.
+int64_t peak_rss_bytes() {
+  rusage self{};
+  return ::getrusage(RUSAGE_SELF, &self) == 0 ? static_cast<int64_t>(self.ru_maxrss) * 1024 : 0;
+}
+
 // The most memory loading takes: the mapped files, plus what conversions add. Matrices (rank
 // 2 and up) are computed in `compute`, vectors in f32 (models/weights.h); a tensor converted
 // to another dtype is copied and its mapped pages given back (Weights::fetch), so the total
@@ -357,6 +363,7 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& options) {
   // A sharded run's worker (docs/sharding.md): every rank runs the protocol, building its own
   // copy of a tiny checkpoint; rank 0 alone reports progress, reads the reference, compares
   // and judges, and its row is the run's.
+  int64_t judged_peak = 0;  // rank 0's peak before the fluency judge ran
   shard::Worker* worker = shard::Worker::current();
   const int rank = worker ? worker->spec().rank : 0;
   ProtocolOptions o = options;
@@ -558,7 +565,10 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& options) {
       }
     }
     row.judge_verdict = rank == 0 ? judge(row, *ref, f32) : "";
-    if (worker && rank == 0) row.fluency_verdict = fluency(o, dir, row.generated_tokens);
+    if (worker && rank == 0) {
+      judged_peak = peak_rss_bytes();  // the judge's model is not the run's memory
+      row.fluency_verdict = fluency(o, dir, row.generated_tokens);
+    }
     if (row.status == "fail") row.error_type = "numerics";
     stages.enter("done");
   } catch (const std::bad_alloc&) {
@@ -579,10 +589,10 @@ LabRow run_protocol(const CatalogEntry& e, const ProtocolOptions& options) {
     record_error("error", "internal_error", err.what());
   }
   stages.close_current();
-  // This process's own peak (the bridge's Python, a child, is not lathe's memory).
-  rusage self{};
-  if (::getrusage(RUSAGE_SELF, &self) == 0)
-    row.peak_memory_bytes = static_cast<int64_t>(self.ru_maxrss) * 1024;
+  // This process's own peak (the bridge's Python, a child, is not lathe's memory; nor the
+  // fluency judge's model); a sharded run's is the sum of its ranks' peaks.
+  row.peak_memory_bytes = judged_peak > 0 ? judged_peak : peak_rss_bytes();
+  if (worker) row.peak_memory_bytes = worker->sum(row.peak_memory_bytes);
   if (compiler) {
     const compile::CompileStats& s = compiler->stats();
     row.compile_seconds = s.seconds;

@@ -132,6 +132,12 @@ class MpiWorker final : public Worker, public graph::Collectives {
     MPI_Bcast(data.data(), static_cast<int>(n), MPI_INT32_T, 0, MPI_COMM_WORLD);
   }
 
+  int64_t sum(int64_t value) override {
+    int64_t total = 0;
+    MPI_Allreduce(&value, &total, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    return total;
+  }
+
   void finish(int code, const std::string& error) override {
     if (code != 0) {
       // An error, or the command's own failure (rank 0 printed what failed).

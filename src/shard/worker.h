@@ -80,6 +80,9 @@ class Worker {
   // Rank 0's `data` to every rank (the lab's reference, which rank 0 alone reads); waits as
   // long as rank 0 takes, without the collectives' deadline.
   virtual void broadcast(std::vector<int32_t>& data) = 0;
+  // The sum of every rank's value, on every rank (the lab's peak memory of a sharded run);
+  // without the collectives' deadline, as broadcast.
+  virtual int64_t sum(int64_t value) = 0;
   // The end: `code` 0 finalizes MPI (all ranks together); otherwise records the error (none:
   // the command's own failure, which rank 0 reported) and returns, and the process's exit
   // makes mpirun stop the others.

@@ -175,20 +175,31 @@ TEST(Workers, LabSweepRunsEachModelSharded) {
   for (const char* f : {"llama_tied_gqa", "qwen3_moe_headdim_mlp_only", "mamba2_groups",
                         "ministral3_tied_window_default_rope"})
     fs::create_directory_symlink(fixture_dir(f), dir.path() / "fixtures" / f);
-  for (const char* split : {"--tp 2", "--ep 2"}) {
-    SCOPED_TRACE(split);
-    const fs::path out = dir.path() / (std::string(split).substr(2, 2));
-    const RunResult r =
-        run_lathe(cat("lab run --no-hf-cache --reference-python none --quiet ", "--fixtures ",
-                      (dir.path() / "fixtures").string(), " --out ", out.string(), " ", split));
-    ASSERT_EQ(r.exit_code, 0) << r.out;
+  // Each sweep's rows by model.
+  auto sweep = [&](const std::string& split, const std::string& out,
+                   const std::string& fixtures = "fixtures") {
+    const RunResult r = run_lathe(cat("lab run --no-hf-cache --reference-python none --quiet ",
+                                      "--fixtures ", (dir.path() / fixtures).string(), " --out ",
+                                      (dir.path() / out).string(), " ", split));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
     std::map<std::string, Json> rows;
-    std::ifstream journal(out / "rows.jsonl");
+    std::ifstream journal(dir.path() / out / "rows.jsonl");
     for (std::string line; std::getline(journal, line);) {
       Json row = Json::parse(line);
       rows[row["model_id"].get<std::string>()] = row;
     }
-    ASSERT_EQ(rows.size(), 4u) << r.out;
+    return rows;
+  };
+  // One process's peak, against which a sharded row's (the sum of its ranks') is more.
+  fs::create_directories(dir.path() / "llama");
+  fs::create_directory_symlink(fixture_dir("llama_tied_gqa"), dir.path() / "llama" / "l");
+  const int64_t one_process =
+      sweep("", "one", "llama")["lathe-tiny/l"]["peak_memory_bytes"].get<int64_t>();
+  ASSERT_GT(one_process, 0);
+  for (const char* split : {"--tp 2", "--ep 2"}) {
+    SCOPED_TRACE(split);
+    std::map<std::string, Json> rows = sweep(split, std::string(split).substr(2, 2));
+    ASSERT_EQ(rows.size(), 4u);
     const bool tp = std::string(split) == "--tp 2";
     // A hybrid's recurrent mixers run whole on each rank; its row says tp 2 all the same.
     if (tp) {
@@ -201,6 +212,7 @@ TEST(Workers, LabSweepRunsEachModelSharded) {
     EXPECT_EQ(runs[tp ? "tp_degree" : "ep_degree"], 2);
     EXPECT_EQ(runs[tp ? "ep_degree" : "tp_degree"], 1);
     EXPECT_EQ(runs["cores"], 2);
+    EXPECT_GT(runs["peak_memory_bytes"].get<int64_t>(), one_process * 3 / 2) << runs.dump();
     EXPECT_NE(runs["run_script"].get<std::string>().find(split), std::string::npos);
     EXPECT_EQ(runs["fluency_verdict"], "not run: the model has no tokenizer.json");
     const Json& refused =
