@@ -1,7 +1,8 @@
 // The collectives a sharded run's ranks call inside a step (graph Op::AllReduce and
 // Op::AllGather): one primitive, an all-gather, from which the backend makes both, so that a
 // sum over ranks is added in rank order and every rank gets the same bits whatever the
-// library's reduction algorithm (src/shard/mpi.h implements it with MPI).
+// library's reduction algorithm (src/shard/worker.cpp implements it with MPI; an NCCL
+// implementation on GPUs would be another class behind the same interface).
 #pragma once
 
 #include <cstdint>
