@@ -149,8 +149,7 @@ class RankGraph {
   Value sliced(Value w, int dim, int64_t begin, int64_t end, bool matmul = false) {
     const Node& n = g_.at(w);
     if (n.op != Op::Weight) fail("internal: slicing ", op_name(n.op), " node %", w.id);
-    const Tensor& t =
-        slices_.get(n.constant, dim, begin, end, matmul ? b_.quantizer() : nullptr);
+    const Tensor& t = slices_.get(n.constant, dim, begin, end, matmul ? b_.quantizer() : nullptr);
     return b_.append(Node{.op = Op::Weight, .shape = t.shape(), .dtype = t.dtype(), .constant = t});
   }
   // The rank's units of weight w's dimension `dim`, which holds `units` equal blocks.
@@ -250,11 +249,10 @@ class RankGraph {
       const Units u{spec_.rank, 1};
       Shape shape = n.shape;
       shape.back() /= spec_.degree;
-      const Value part = copy(
-          n,
-          {at(x), sliced_units(w, 0, spec_.degree, u, !n.params.keep_dtype),
-           sliced_units(bias, 0, spec_.degree, u)},
-          shape, false);
+      const Value part = copy(n,
+                              {at(x), sliced_units(w, 0, spec_.degree, u, !n.params.keep_dtype),
+                               sliced_units(bias, 0, spec_.degree, u)},
+                              shape, false);
       return named(b_.all_gather(part, *spec_.comm), n);
     }
     return copy(n, mapped(n), n.shape, true);

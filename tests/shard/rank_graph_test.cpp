@@ -121,9 +121,9 @@ TEST_P(RankGraph, RanksTogetherGiveTheOneProcessLogits) {
       EXPECT_NE(refused.find(one->info().architecture), std::string::npos) << refused;
       EXPECT_EQ(refused.find("internal"), std::string::npos) << refused;
       // What is left to refuse: a count that does not divide, or experts a model lacks.
-      EXPECT_TRUE(refused.find("divide") != std::string::npos ||
-                  (parallelism == Parallelism::Expert &&
-                   refused.find("no experts") != std::string::npos))
+      EXPECT_TRUE(
+          refused.find("divide") != std::string::npos ||
+          (parallelism == Parallelism::Expert && refused.find("no experts") != std::string::npos))
           << refused;
       continue;
     }

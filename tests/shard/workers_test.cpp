@@ -220,8 +220,8 @@ TEST(Workers, LabSweepRunsEachModelSharded) {
         rows[tp ? "lathe-tiny/ministral3_tied_window_default_rope" : "lathe-tiny/llama_tied_gqa"];
     EXPECT_EQ(refused["status"], "unsupported") << refused.dump();
     EXPECT_EQ(refused["error_type"], "not_shardable");
-    EXPECT_NE(refused["error_message"].get<std::string>().find(
-                  tp ? "3 kv heads across 2 ranks" : "no experts"),
+    EXPECT_NE(refused["error_message"].get<std::string>().find(tp ? "3 kv heads across 2 ranks"
+                                                                  : "no experts"),
               std::string::npos)
         << refused.dump();
   }
