@@ -24,7 +24,8 @@ std::vector<OptionSpec> inspect_options() {
        "runs and machines) and its planned arena"},
       {"plan", "",
        "plan the cores: the fewest (1, 2, 4, ...) whose ranks each fit --core-memory, "
-       "tensor-parallel, or expert-parallel for models with experts (docs/sharding.md)"},
+       "tensor-parallel (experts split by blocks), or expert-parallel where the heads do not "
+       "divide (docs/sharding.md)"},
       {"core-memory", "SIZE",
        "with --plan: memory per core, e.g. 2G, 512M or bytes (default: MemTotal / cores)"},
       {"max-cores", "N", "with --plan: the most cores (default: all)"},

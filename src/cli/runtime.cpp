@@ -51,7 +51,8 @@ std::vector<OptionSpec> sharding_options() {
       {"ep", "N", "expert parallelism: N workers, each holding 1/N of the experts"},
       {"cores", "auto|N",
        "run on the fewest cores (1, 2, 4, ... up to N; auto: all) whose ranks each fit "
-       "--core-memory: tensor parallelism, or expert parallelism for models with experts"},
+       "--core-memory: tensor parallelism, or expert parallelism for a model with experts "
+       "whose heads do not divide"},
       {"core-memory", "SIZE", "with --cores: memory per core, e.g. 2G (default: MemTotal / cores)"},
   };
 }

@@ -84,35 +84,49 @@ uint64_t activation_bytes(const Model& model, int64_t max_seq) {
 PlannerChoice choose_degree(const Model& model, const Layout& layout, const Checkpoint& ckpt,
                             const FetchLog& log, const PlannerOptions& opts) {
   PlannerChoice c;
-  c.parallelism =
-      opts.parallelism.value_or(layout.experts > 0 ? Parallelism::Expert : Parallelism::Tensor);
+  // Tensor parallelism first: it splits attention and its KV cache as well as the experts.
+  std::vector<Parallelism> ways = {opts.parallelism.value_or(Parallelism::Tensor)};
+  if (!opts.parallelism && layout.experts > 0) ways.push_back(Parallelism::Expert);
+  c.parallelism = ways.front();
   const DType matrix = opts.dtype.value_or(model.info().weight_dtype);
   const uint64_t activations = activation_bytes(model, opts.max_seq);
   for (int d = 1; d <= std::max(1, opts.max_cores); d *= 2) {
     Attempt a;
     a.degree = d;
-    try {
-      ShardPlan plan = make_plan(layout, ckpt, log, c.parallelism, d);
-      a.planned = true;
-      for (int r = 0; r < d; ++r)
-        a.memory.weights = std::max(a.memory.weights, weight_bytes(plan, r, matrix, opts.quantize));
-      a.memory.kv = kv_bytes(layout, c.parallelism, d, opts.max_seq, opts.kv_dtype);
-      a.memory.activations = activations;
-      c.degree = d;
-      c.memory = a.memory;
-      c.attempts.push_back(a);
-      if (a.memory.total() <= opts.core_memory) {
-        c.fits = true;
-        c.plan = std::move(plan);
-        return c;
+    std::optional<ShardPlan> plan;
+    for (Parallelism p : ways) {
+      a.parallelism = p;
+      try {
+        plan = make_plan(layout, ckpt, log, p, d);
+        break;
+      } catch (const Error& e) {
+        if (a.why.empty()) a.why = e.what();  // the first way's reason
       }
-    } catch (const Error& e) {
-      a.why = e.what();
+    }
+    if (!plan) {
       c.attempts.push_back(a);
       // A layout that cannot be split at all fails the same way at every degree.
-      const std::string& blocked =
-          c.parallelism == Parallelism::Tensor ? layout.tp_unsupported : layout.ep_unsupported;
-      if (!blocked.empty()) break;
+      if (std::all_of(ways.begin(), ways.end(), [&](Parallelism p) {
+            return !(p == Parallelism::Tensor ? layout.tp_unsupported : layout.ep_unsupported)
+                        .empty();
+          }))
+        break;
+      continue;
+    }
+    a.planned = true;
+    a.why.clear();
+    for (int r = 0; r < d; ++r)
+      a.memory.weights = std::max(a.memory.weights, weight_bytes(*plan, r, matrix, opts.quantize));
+    a.memory.kv = kv_bytes(layout, a.parallelism, d, opts.max_seq, opts.kv_dtype);
+    a.memory.activations = activations;
+    c.parallelism = a.parallelism;
+    c.degree = d;
+    c.memory = a.memory;
+    c.attempts.push_back(a);
+    if (a.memory.total() <= opts.core_memory) {
+      c.fits = true;
+      c.plan = std::move(plan);
+      return c;
     }
   }
   std::string tried;

@@ -23,7 +23,9 @@ struct PlannerOptions {
   std::optional<DType> quantize = {};  // Q8_0, Q4_0: quantizable matrices in that type
   DType kv_dtype = DType::F32;
   int64_t max_seq = 4096;  // KV positions per sequence (one sequence)
-  // Unset: expert parallelism for a model with experts, tensor parallelism otherwise.
+  // Unset: tensor parallelism (which splits a model's experts by blocks too), or expert
+  // parallelism at a degree where a model with experts has no tensor-parallel plan (heads
+  // that do not divide).
   std::optional<Parallelism> parallelism = {};
 };
 
@@ -36,6 +38,7 @@ struct RankMemory {
 // One degree the planner tried.
 struct Attempt {
   int degree = 1;
+  Parallelism parallelism = Parallelism::Tensor;
   bool planned = false;  // false: no plan at this degree (`why`)
   RankMemory memory;     // the largest rank's, when planned
   std::string why;

@@ -403,19 +403,38 @@ TEST(Planner, ChoosesOneCoreTwoOrNone) {
   EXPECT_LT(choose_degree(*p->model, p->layout, p->ckpt, p->log, o).memory.weights, one.weights);
 }
 
-TEST(Planner, ModelsWithExpertsAreSplitByExperts) {
-  auto p = planned("qwen3_moe_headdim_mlp_only");
+// A model with experts takes tensor parallelism (attention and its KV cache split by heads,
+// the experts by blocks), and expert parallelism at a degree its heads do not divide.
+TEST(Planner, ModelsWithExpertsTakeTensorParallelismElseExperts) {
   PlannerOptions o;
   o.max_cores = 2;
   o.max_seq = 32;
-  o.core_memory = uint64_t{1} << 30;
-  const RankMemory one = choose_degree(*p->model, p->layout, p->ckpt, p->log, o).memory;
-  o.core_memory = one.total() - 1;
-  const PlannerChoice c = choose_degree(*p->model, p->layout, p->ckpt, p->log, o);
-  ASSERT_TRUE(c.fits) << c.refusal;
-  EXPECT_EQ(c.parallelism, Parallelism::Expert);
-  EXPECT_EQ(c.degree, 2);
-  EXPECT_EQ(c.memory.kv, one.kv);  // attention is whole on every rank
+  for (const auto& [name, way] :
+       {std::pair{"qwen3_moe_headdim_mlp_only", Parallelism::Tensor},
+        {"glm_moe_dsa_shared_indexer_groups", Parallelism::Expert}}) {  // 3 heads
+    SCOPED_TRACE(name);
+    auto p = planned(name);
+    o.core_memory = uint64_t{1} << 30;
+    const RankMemory one = choose_degree(*p->model, p->layout, p->ckpt, p->log, o).memory;
+    o.core_memory = one.total() - 1;
+    const PlannerChoice c = choose_degree(*p->model, p->layout, p->ckpt, p->log, o);
+    ASSERT_TRUE(c.fits) << c.refusal;
+    EXPECT_EQ(c.parallelism, way);
+    EXPECT_EQ(c.degree, 2);
+    // Expert parallelism keeps attention whole on every rank; tensor parallelism splits it
+    // (its KV cache too where there are kv heads to split).
+    if (way == Parallelism::Expert) {
+      EXPECT_EQ(c.memory.kv, one.kv);
+    } else {
+      PlannerOptions ep = o;
+      ep.parallelism = Parallelism::Expert;
+      const PlannerChoice e = choose_degree(*p->model, p->layout, p->ckpt, p->log, ep);
+      EXPECT_EQ(e.degree, 2);
+      EXPECT_LT(c.memory.weights, e.memory.weights);
+    }
+    ASSERT_TRUE(c.plan);
+    EXPECT_GT(c.plan->count(ShardKind::Expert), 0);
+  }
 }
 
 TEST(Planner, ParsesSizes) {

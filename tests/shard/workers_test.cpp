@@ -229,7 +229,7 @@ TEST(Workers, LabSweepRunsEachModelSharded) {
 
 // The lab's planner: with --cores each model gets the fewest ranks whose memory fits
 // --core-memory (llama_tied_gqa: 469 KiB in one process, 293 KiB per rank of two; mamba2's
-// fits one; the MoE fixture needs 715 KiB per rank even at ep 2: out of memory, with the
+// fits one; the MoE fixture needs 581 KiB per rank even at tp 2: out of memory, with the
 // planner's numbers).
 TEST(Workers, LabSweepPlansTheCores) {
   ScratchDir dir{"lab-cores"};
