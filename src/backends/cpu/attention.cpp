@@ -96,15 +96,52 @@ void attention_reference(const AttentionArgs& a) {
     for (int64_t h = 0; h < a.heads; ++h) attend_row(a, t, h, scores);
 }
 
+namespace {
+
+// The keys query row t sees, plus a row's fixed work (its q, the softmax's passes, its
+// output) counted as that many keys.
+int64_t row_cost(const AttentionArgs& a, int64_t t) {
+  constexpr int64_t kRowWork = 32;
+  if (a.chosen) return a.chosen_k + kRowWork;  // at most; counting them costs a scan
+  const int64_t p = a.pos0 + t;
+  int64_t first = a.window > 0 ? std::max<int64_t>(0, p - a.window + 1) : 0;
+  if (a.chunk > 0) first = std::max(first, p - p % a.chunk);
+  return p - first + 1 + kRowWork;
+}
+
+// The first row of chunk c of `chunks`: the row from which the rows before it hold c / chunks
+// of the work (`total`, every row's cost). A scan of the rows' costs, no allocation.
+int64_t chunk_start(const AttentionArgs& a, int64_t c, int64_t chunks, int64_t total) {
+  const int64_t rows = a.tokens * a.heads;
+  if (c <= 0) return 0;
+  if (c >= chunks) return rows;
+  if (a.tokens == 1) return rows * c / chunks;  // decode: every row sees the same keys
+  int64_t done = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (done * chunks >= total * c) return r;
+    done += row_cost(a, r / a.heads);
+  }
+  return rows;
+}
+
+}  // namespace
+
 void attention_fast(const AttentionArgs& a, ThreadPool& pool) {
-  // One chunk of (token, head) rows per thread, each with its own row of scratch.
+  // One chunk of (token, head) rows per thread, each with its own row of scratch. A causal
+  // prompt's later rows see more keys: chunks hold equal shares of the keys seen, not of the
+  // rows (halves of a 512-token prompt by rows: one thread with three quarters of the work).
+  // A row's result does not depend on its chunk.
   const int64_t rows = a.tokens * a.heads;
   const int64_t chunks = std::min<int64_t>(pool.size(), rows);
+  int64_t total = 0;
+  if (a.tokens > 1)
+    for (int64_t t = 0; t < a.tokens; ++t) total += row_cost(a, t) * a.heads;
   const Isa isa = active_isa();
   pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       float* scores = a.scratch + c * a.scratch_stride;
-      const int64_t r0 = rows * c / chunks, r1 = rows * (c + 1) / chunks;
+      const int64_t r0 = chunk_start(a, c, chunks, total);
+      const int64_t r1 = chunk_start(a, c + 1, chunks, total);
       switch (isa) {
         case Isa::Avx512Bf16:
         case Isa::Avx512:
