@@ -67,6 +67,11 @@ struct V {
   // keeps 2^n normal (e^-87.34 is the smallest normal float).
   static constexpr float kExpMin = -87.33654475f;
   static R max(R a, R b) { return _mm256_max_ps(a, b); }
+  static float max_lane(R v) {
+    const __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 t = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(t, _mm_movehdup_ps(t)));
+  }
   static R min(R a, R b) { return _mm256_min_ps(a, b); }
   static R round(R a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static R fnma(R a, R b, R c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a b
@@ -83,6 +88,8 @@ struct V {
 };
 
 // 4 x rows by 3 weight rows: 12 accumulators + 3 weights + 1 x in the 16 ymm registers.
+// Attention: a query of up to this many vectors is held in registers (isa_kernels.inc).
+constexpr int kHeldChunks = 4;
 constexpr int kTileRows = 4, kTileCols = 3, kRowCols = 8;
 
 }  // namespace

@@ -63,6 +63,7 @@ struct V {
   // For isa_kernels.inc's exp_approx.
   static constexpr float kExpMin = -88.3762626647949f;  // below it e^x is 0 after scalef
   static R max(R a, R b) { return _mm512_max_ps(a, b); }
+  static float max_lane(R v) { return _mm512_reduce_max_ps(v); }
   static R min(R a, R b) { return _mm512_min_ps(a, b); }
   static R round(R a) {
     return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -73,6 +74,8 @@ struct V {
 
 // 4 x rows by 6 weight rows: 24 accumulators, 10 loads per 24 fused multiply-adds (measured
 // best of 4x4, 6x4, 4x6, 8x3, 3x8 on prefill shapes: +15% over 4x4); 8 rows for one x row.
+// Attention: a query of up to this many vectors is held in registers (isa_kernels.inc).
+constexpr int kHeldChunks = 8;
 constexpr int kTileRows = 4, kTileCols = 6, kRowCols = 8;
 
 }  // namespace
