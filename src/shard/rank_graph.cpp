@@ -22,6 +22,15 @@ const Tensor& WeightSlices::get(const Tensor& t, int dim, int64_t begin, int64_t
   std::lock_guard lock(mutex_);
   const Key key{t.data<void>(), dim, begin, end, quantizer != nullptr};
   if (auto it = slices_.find(key); it != slices_.end()) return it->second;
+  if (quantizer) {
+    // The slice made before the model was quantized (ShardedModel's probe at load) gives way
+    // to its quantized copy: the two are not kept side by side.
+    if (auto it = slices_.find({t.data<void>(), dim, begin, end, false}); it != slices_.end()) {
+      Tensor q = quantizer->take(it->second);
+      slices_.erase(it);
+      return slices_.emplace(key, std::move(q)).first->second;
+    }
+  }
   const DType dt = t.dtype();
   if (dt != DType::F32 && dt != DType::BF16 && dt != DType::F16)
     fail("a ", dtype_name(dt), " weight ", shape_str(t.shape()),
@@ -49,6 +58,13 @@ const Tensor& WeightSlices::get(const Tensor& t, int dim, int64_t begin, int64_t
   if (!t.owned()) page_out(t.data<void>(), t.nbytes());
   if (quantizer) out = quantizer->take(std::move(out));
   return slices_.emplace(key, std::move(out)).first->second;
+}
+
+uint64_t WeightSlices::bytes() {
+  std::lock_guard lock(mutex_);
+  uint64_t n = 0;
+  for (const auto& [key, t] : slices_) n += t.nbytes();
+  return n;
 }
 
 namespace {

@@ -49,6 +49,8 @@ class WeightSlices {
   // quantizer (a matmul's weight under --quantize), its quantized copy in its place.
   const Tensor& get(const Tensor& t, int dim, int64_t begin, int64_t end,
                     graph::WeightQuantizer* quantizer = nullptr);
+  // What the slices hold, in bytes.
+  uint64_t bytes();
 
  private:
   using Key = std::tuple<const void*, int, int64_t, int64_t, bool>;
@@ -79,6 +81,8 @@ class ShardedModel : public GraphModel {
   std::vector<LayerStateSpec> layer_states() const override;
   const RankSpec& spec() const { return spec_; }
   const GraphModel& inner() const { return *inner_; }
+  // The bytes of the rank's weight slices.
+  uint64_t slice_bytes() const { return slices_.bytes(); }
 
  private:
   graph::Value build_rank(graph::Builder& g, const StepInputs& in) const;

@@ -184,6 +184,22 @@ TEST(RankGraphQuantized, RanksQuantizeTheirOwnSlices) {
       EXPECT_GT(ranks.back()->info().quantized_matrices, 0);
       EXPECT_LT(ranks.back()->info().quantized_bytes, one->info().quantized_bytes);
     }
+    // The f32 slices of the load's probe gave way to their quantized copies: a rank keeps
+    // less than the f32 slices of the same rank unquantized.
+    {
+      ThreadGroup g(kRanks);
+      ThreadCollectives c(g, 0);
+      ModelOptions f32;
+      const RankSpec spec{Parallelism::Tensor, kRanks, 0, &c};
+      f32.wrap = [spec](std::unique_ptr<Model> m) -> std::unique_ptr<Model> {
+        return std::make_unique<ShardedModel>(std::move(m), spec);
+      };
+      const auto plain = load_model(Checkpoint::open(dir.path()), f32);
+      const uint64_t f32_bytes = dynamic_cast<const ShardedModel&>(*plain).slice_bytes();
+      const uint64_t q_bytes = dynamic_cast<const ShardedModel&>(*ranks[0]).slice_bytes();
+      EXPECT_GT(q_bytes, 0u);
+      EXPECT_LT(q_bytes, f32_bytes * 3 / 4) << q_bytes << " of " << f32_bytes;
+    }
     std::vector<std::vector<float>> got(kRanks);
     {
       std::vector<std::jthread> threads;
