@@ -93,8 +93,10 @@ int tiny_check(int argc, char** argv) {
   int failures = 0, unquantized = 0;
   std::printf("%-30s %-22s %10s %9s %7s  %s\n", "fixture", "architecture", "logit NMSE", "top-1",
               "tokens", "verdict");
-  ModelOptions model_options{
-      .dtype = storage, .quantize = quantize, .dequantize_mxfp4 = dequantize_mxfp4_option(args)};
+  ModelOptions model_options{.dtype = storage,
+                             .quantize = quantize,
+                             .dequantize_mxfp4 = dequantize_mxfp4_option(args),
+                             .dequantize_fp8 = dequantize_fp8_option(args)};
   shard_options(model_options);
   int unsharded = 0;
   for (const auto& f : fixtures) {

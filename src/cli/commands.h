@@ -77,8 +77,10 @@ void compiled_mode_option(const Args& args, std::unique_ptr<compile::CompileCach
                           std::unique_ptr<compile::Compiler>& compiler, Context& ctx);
 // --quantize's type (Q8_0, Q4_0), if given; a UsageError for another value.
 std::optional<DType> quantize_option(const Args& args);
-// --mxfp4 dequantize (true) or native (false, the default); a UsageError for another value.
+// --mxfp4 (--fp8) dequantize (true) or native (false, the default); a UsageError for another
+// value.
 bool dequantize_mxfp4_option(const Args& args);
+bool dequantize_fp8_option(const Args& args);
 // Loads MODEL_DIR with --dtype, --threads, --max-seq and --reference-kernels from `args`
 // (and --kv-dtype into ctx.kv_dtype, which the caches the caller makes take).
 // With compiled_options (generate, logits, bench): --compiled, --recompile and --cache-dir

@@ -27,6 +27,9 @@ std::vector<OptionSpec> runtime_options() {
       {"mxfp4", "native|dequantize",
        "MXFP4 matrices (gpt-oss experts): run by their own kernels (default) or dequantized at "
        "load into --dtype"},
+      {"fp8", "native|dequantize",
+       "block-scaled FP8 matrices (DeepSeek V3, Qwen3 -FP8): run by their own kernels "
+       "(default) or dequantized at load into --dtype"},
       {"threads", "N",
        "worker threads (default: all cores; with --tp or --ep, each worker's share)"},
       {"max-seq", "N", "KV cache positions (default: min(max_position_embeddings, 4096))"},
@@ -129,11 +132,23 @@ DType kv_dtype_option(const Args& args) {
   throw UsageError(cat("--kv-dtype must be f32 or bf16, got \"", d, "\""));
 }
 
-bool dequantize_mxfp4_option(const Args& args) {
-  const std::string m = args.get_or("mxfp4", "native");
+namespace {
+
+bool dequantize_option(const Args& args, const std::string& name) {
+  const std::string m = args.get_or(name, "native");
   if (m != "native" && m != "dequantize")
-    throw UsageError(cat("--mxfp4 must be native or dequantize, got \"", m, "\""));
+    throw UsageError(cat("--", name, " must be native or dequantize, got \"", m, "\""));
   return m == "dequantize";
+}
+
+}  // namespace
+
+bool dequantize_mxfp4_option(const Args& args) {
+  return dequantize_option(args, "mxfp4");
+}
+
+bool dequantize_fp8_option(const Args& args) {
+  return dequantize_option(args, "fp8");
 }
 
 void check_compiled_options(const Args& args) {
@@ -173,6 +188,7 @@ std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args,
   }
   opts.quantize = quantize_option(args);
   opts.dequantize_mxfp4 = dequantize_mxfp4_option(args);
+  opts.dequantize_fp8 = dequantize_fp8_option(args);
   if (!shard::Worker::current())  // a worker's launcher planned already
     if (auto cores = cores_option(args)) plan_cores(dir, args, opts, *cores);
   shard_options(opts);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/fp8.h"
 #include "core/mxfp4.h"
 #include "core/quant.h"
 
@@ -24,6 +25,8 @@ DTypeTraits dtype_traits(DType t) {
       return {32, 18};
     case DType::MXFP4:
       return {kMxfp4Block, kMxfp4BlockBytes};
+    case DType::FP8:
+      return {kFp8Block, kFp8BlockBytes};
   }
   return {};
 }
@@ -58,6 +61,8 @@ std::string_view dtype_name(DType t) {
       return "Q4_0";
     case DType::MXFP4:
       return "MXFP4";
+    case DType::FP8:
+      return "FP8";
   }
   return "?";
 }
@@ -135,6 +140,8 @@ void convert_to_f32(DType from, const void* src, float* dst, size_t n) {
       return dequantize(from, src, dst, static_cast<int64_t>(n));
     case DType::MXFP4:
       return mxfp4_dequantize(src, dst, static_cast<int64_t>(n));
+    case DType::FP8:
+      return fp8_dequantize(src, dst, static_cast<int64_t>(n));
   }
 }
 
@@ -162,6 +169,8 @@ void convert_from_f32(DType to, const float* src, void* dst, size_t n) {
     }
     case DType::MXFP4:
       return mxfp4_quantize(src, dst, static_cast<int64_t>(n));
+    case DType::FP8:
+      return fp8_quantize(src, dst, static_cast<int64_t>(n));
   }
 }
 

@@ -12,8 +12,9 @@ namespace lathe {
 
 // Storage types. Compute accumulates in f32 whatever the storage. Q8_0 and Q4_0 are
 // block-quantized matrices made at load (core/quant.h has their layout); MXFP4 holds
-// checkpoints' MXFP4 matrices (GptOss's experts) repacked (core/mxfp4.h).
-enum class DType : uint8_t { F32, BF16, F16, I32, Q8_0, Q4_0, MXFP4 };
+// checkpoints' MXFP4 matrices (GptOss's experts) repacked (core/mxfp4.h), FP8 block-scaled
+// FP8 E4M3 checkpoints' matrices repacked (core/fp8.h).
+enum class DType : uint8_t { F32, BF16, F16, I32, Q8_0, Q4_0, MXFP4, FP8 };
 
 // What storage a dtype takes: elements come in blocks of `block_size` (1 for the plain types;
 // block-quantized types pack a block's values and scale into `block_bytes`).
@@ -45,9 +46,9 @@ float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 
 // Converts `n` elements of type `from` at `src` to f32 at `dst` (for the quantized types, n
-// whole groups of core/quant.h; for MXFP4 whole blocks, dequantized exactly).
+// whole groups of core/quant.h; for MXFP4 and FP8 whole blocks, dequantized exactly).
 void convert_to_f32(DType from, const void* src, float* dst, size_t n);
-// Converts `n` f32 values to `to` (F32, BF16, F16, or quantized: Q8_0, Q4_0, MXFP4).
+// Converts `n` f32 values to `to` (F32, BF16, F16, or quantized: Q8_0, Q4_0, MXFP4, FP8).
 void convert_from_f32(DType to, const float* src, void* dst, size_t n);
 
 }  // namespace lathe

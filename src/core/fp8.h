@@ -1,9 +1,17 @@
 // FP8 E4M3 ("e4m3fn": 1 sign, 4 exponent bits of bias 7, 3 mantissa bits; no infinities, one
 // NaN code per sign, largest finite 448), the element type of block-scaled FP8 checkpoints
-// (quantization_config quant_method "fp8": DeepSeek V3, the Qwen3 -FP8 releases; models/fp8.h).
+// (quantization_config quant_method "fp8": DeepSeek V3, the Qwen3 -FP8 releases; models/fp8.h),
+// and DType::FP8, the layout lathe keeps such matrices in for its kernels
+// (backends/cpu/block_kernels.h):
+//   a row of k values (k a multiple of 32) is k / 32 blocks of 36 bytes: the block's scale, an
+//   f32 (little-endian), then its 32 E4M3 codes in order.
+// The value of code c in a block of scale s is f32(e4m3(c)) * s, one f32 multiplication, as
+// transformers' Fp8Dequantize computes it. A checkpoint's scale blocks (128 x 128 in DeepSeek
+// V3's) are wider than 32 values: each of their 32-value pieces of each row repeats the scale.
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -41,5 +49,21 @@ inline uint8_t f32_to_e4m3(float x) {
   const uint32_t exponent = (rounded >> 23) - 127 + 7, mantissa = (rounded >> 20) & 7;
   return sign | static_cast<uint8_t>(exponent << 3 | mantissa);
 }
+
+inline constexpr int64_t kFp8Block = 32;      // values per scale
+inline constexpr size_t kFp8BlockBytes = 36;  // f32 scale + 32 code bytes
+
+// Whether the kernels give a block of scale s exactly f32(code) * s: they take each code as an
+// f16 that is its value times 2^-8 and multiply by s * 2^8, which is exact unless s * 2^8
+// overflows (s >= 2^120) or s is not finite; and a NaN code (0x7f, 0xff) would read as 480.
+bool fp8_block_exact(float scale, const uint8_t* codes, int64_t n);
+
+// Dequantizes n values (a multiple of 32: whole blocks) of lathe's layout into f32.
+void fp8_dequantize(const void* src, float* dst, int64_t n);
+
+// Quantizes n values (a multiple of 32) into lathe's layout, as block-scaled checkpoints are
+// made: each block's scale is max |v| / 448 (0 for a block of zeros, whose codes are 0), each
+// code f32_to_e4m3(v / scale).
+void fp8_quantize(const float* src, void* dst, int64_t n);
 
 }  // namespace lathe

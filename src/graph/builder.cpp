@@ -30,6 +30,16 @@ Value Builder::add_node(Node node) {
   return v;
 }
 
+namespace {
+
+// The weight types the Linear and Experts kernels take (backends/cpu/kernels.h).
+bool has_matmul_kernel(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::MXFP4 || t == DType::FP8 ||
+         is_quantized(t);
+}
+
+}  // namespace
+
 void Builder::expect(Value v, const char* op, const char* arg) const {
   if (!v.valid() || v.id >= static_cast<int32_t>(g_.nodes.size()))
     fail("internal: ", op, ": ", arg, " is not a node of this graph");
@@ -86,8 +96,7 @@ Value Builder::linear(Value x, Value w, Value bias, Quantize quantize) {
   if (wn.shape.size() != 2 || dim(x, -1) != wn.shape[1])
     fail("internal: linear: input ", shape_str(shape(x)), " does not match weight ",
          shape_str(wn.shape));
-  if (wn.dtype != DType::F32 && wn.dtype != DType::BF16 && wn.dtype != DType::MXFP4 &&
-      !is_quantized(wn.dtype))
+  if (!has_matmul_kernel(wn.dtype))
     fail("internal: linear: weight dtype ", dtype_name(wn.dtype), " has no kernel");
   if (bias.valid()) {
     expect_f32(bias, "linear", "bias");
@@ -529,8 +538,7 @@ Value Builder::experts(Value x, Value route, const std::vector<Expert>& given, A
       fail("internal: experts: expert ", (n.inputs.size() - 2) / kExpertInputs, " up ",
            shape_str(up), " down ", shape_str(down), " for input ", shape_str(shape(x)));
     for (Value w : {e.gate, e.up, e.down})
-      if (w.valid() && node(w).dtype != DType::F32 && node(w).dtype != DType::BF16 &&
-          node(w).dtype != DType::MXFP4 && !is_quantized(node(w).dtype))
+      if (w.valid() && !has_matmul_kernel(node(w).dtype))
         fail("internal: experts: weight dtype ", dtype_name(node(w).dtype), " has no kernel");
     if (e.gate.valid() != experts.front().gate.valid())
       fail("internal: experts: every expert is gated, or none");

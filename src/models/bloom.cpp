@@ -26,7 +26,7 @@ class BloomModel : public Decoder {
  public:
   BloomModel(const Checkpoint& ckpt, BloomConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)), slopes_(alibi_slopes_tensor(cfg_.attention.heads)) {
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size;
     const AttentionSpec& s = cfg_.attention;
     const std::string base = base_model_prefix(w, "transformer.", "word_embeddings.weight");

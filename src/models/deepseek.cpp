@@ -16,7 +16,7 @@ class DeepseekModel : public Decoder {
   DeepseekModel(const Checkpoint& ckpt, DeepseekConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.rope);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     ignore_layers_from(w, cfg_.num_layers);
     const int64_t h = cfg_.hidden_size;
     embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});

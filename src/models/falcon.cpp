@@ -42,7 +42,7 @@ class FalconModel : public Decoder {
       slopes_ = alibi_slopes_tensor(cfg_.attention.heads);
     else
       ropes_.emplace_back(cfg_.rope);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size, ffn = cfg_.ffn_hidden_size;
     const AttentionSpec& s = cfg_.attention;
     const int64_t qkv_out = (s.heads + 2 * s.kv_heads) * s.head_dim;

@@ -91,7 +91,7 @@ class Gemma2Model : public Decoder {
       : cfg_(std::move(cfg)) {
     if (cfg_.layer_rope.empty()) cfg_.layer_rope.assign(static_cast<size_t>(cfg_.num_layers), 0);
     for (const RopeConfig& r : cfg_.ropes) ropes_.emplace_back(r);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size;
     embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
     // Gemma2TextScaledWordEmbedding: a float32 sqrt(hidden_size).

@@ -203,7 +203,7 @@ class Gemma3nModel : public GraphModel {
   Gemma3nModel(const Checkpoint& ckpt, Gemma3nConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     for (const RopeConfig& r : cfg_.ropes) ropes_.emplace_back(r);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t skipped = w.ignore_prefixes(cfg_.ignored_prefixes);
     const int64_t h = cfg_.hidden_size, n_layers = cfg_.num_layers, s = cfg_.streams;
     const std::string& m = cfg_.prefix;

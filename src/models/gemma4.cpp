@@ -240,7 +240,7 @@ class Gemma4Model : public GraphModel {
   Gemma4Model(const Checkpoint& ckpt, Gemma4Config cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     for (const RopeConfig& r : cfg_.ropes) ropes_.emplace_back(r);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t skipped = w.ignore_prefixes(cfg_.ignored_prefixes);
     const int64_t h = cfg_.hidden_size, n_layers = cfg_.num_layers, pl = cfg_.per_layer_dim;
     const std::string& m = cfg_.prefix;

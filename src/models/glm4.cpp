@@ -18,7 +18,7 @@ class Glm4Model : public Decoder {
   Glm4Model(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.rope);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size, inter = cfg_.intermediate_size;
     embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
     for (int64_t i = 0; i < cfg_.num_layers; ++i) {

@@ -21,7 +21,7 @@ class DsaModel : public Decoder {
   DsaModel(const Checkpoint& ckpt, DsaConfig cfg, const ModelOptions& opts) : cfg_(std::move(cfg)) {
     const DeepseekConfig& b = cfg_.base;
     ropes_.emplace_back(b.rope);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     ignore_layers_from(w, b.num_layers);  // multi-token prediction layers
     const int64_t h = b.hidden_size;
     embed_ = w.matrix("model.embed_tokens.weight", {b.vocab_size, h});

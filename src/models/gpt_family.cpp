@@ -12,7 +12,7 @@ class GptFamilyModel : public Decoder {
  public:
   GptFamilyModel(const Checkpoint& ckpt, GptFamilyConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     // The original GPT-2 checkpoints name the base model's tensors without "transformer." and
     // carry the causal-mask buffers attn.bias / attn.masked_bias, which transformers ignores.
     const std::string base = base_model_prefix(w, "transformer.", "wte.weight");

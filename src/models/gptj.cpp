@@ -26,7 +26,7 @@ class GPTJModel : public Decoder {
   GPTJModel(const Checkpoint& ckpt, GPTJConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.rope);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size;
     embed_ = w.matrix("transformer.wte.weight", {cfg_.vocab_size, h});
     for (int64_t i = 0; i < cfg_.num_layers; ++i) {

@@ -32,7 +32,7 @@ class GraniteMoeHybridModel : public Decoder {
       : cfg_(std::move(cfg)) {
     const LlamaFamilyConfig& c = cfg_.base;
     if (c.attention.rope) ropes_.emplace_back(c.rope);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = c.hidden_size, si = cfg_.shared_inter;
     embed_ = w.matrix("model.embed_tokens.weight", {c.vocab_size, h});
     embed_scale_ = c.embed_multiplier;

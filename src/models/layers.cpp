@@ -44,7 +44,7 @@ namespace {
 // Rows [b, b + block) of m (rank 2, or rank 1 as a column) for each b in `starts`, in order.
 Tensor gather_row_blocks(const Tensor& m, const std::vector<int64_t>& starts, int64_t block) {
   const int64_t cols = m.rank() == 2 ? m.dim(1) : 1;
-  const size_t row = static_cast<size_t>(cols) * dtype_size(m.dtype());
+  const size_t row = row_bytes(m.dtype(), cols);
   const int64_t rows = static_cast<int64_t>(starts.size()) * block;
   Tensor y = Tensor::zeros(m.dtype(), m.rank() == 2 ? Shape{rows, cols} : Shape{rows});
   auto* out = static_cast<uint8_t*>(y.mut<void>());
@@ -107,6 +107,8 @@ FusedQkv split_fused_qkv(Weights& w, const std::string& name, const Tensor& fuse
 
 Tensor transpose_matrix(const Tensor& m) {
   if (m.rank() != 2) fail("internal: transpose_matrix: ", shape_str(m.shape()));
+  // A matrix of blocks (an FP8 checkpoint's) is dequantized first, exactly.
+  if (dtype_traits(m.dtype()).block_size > 1) return transpose_matrix(m.to(DType::F32));
   const int64_t r = m.dim(0), c = m.dim(1);
   const size_t e = dtype_size(m.dtype());
   Tensor y = Tensor::zeros(m.dtype(), {c, r});

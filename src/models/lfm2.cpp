@@ -66,7 +66,7 @@ class Lfm2Model : public Decoder {
       : cfg_(std::move(cfg)) {
     const LlamaFamilyConfig& c = cfg_.base;
     ropes_.emplace_back(c.rope);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = c.hidden_size;
     // Lfm2Attention's q/k norms are q_layernorm / k_layernorm, its output projection out_proj.
     AttentionSpec load_spec = c.attention;

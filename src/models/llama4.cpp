@@ -59,7 +59,7 @@ class Llama4Model : public Decoder {
     const LlamaFamilyConfig& c = cfg_.base;
     ropes_.emplace_back(c.rope);
     if (cfg_.temperature) ropes_.emplace_back(*cfg_.temperature);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = c.hidden_size;
     embed_ = w.matrix("model.embed_tokens.weight", {c.vocab_size, h});
     // Llama4TextL2Norm is RMSNorm without a weight: a weight of ones (times 1 is exact).

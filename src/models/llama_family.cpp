@@ -29,7 +29,7 @@ class LlamaFamilyModel : public Decoder {
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.rope);
     if (cfg_.query_rope) ropes_.emplace_back(*cfg_.query_rope);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     if (cfg_.extra_layers_ignored) ignore_layers_from(w, cfg_.num_layers);
     const int64_t h = cfg_.hidden_size;
     embed_ = w.matrix("model.embed_tokens.weight",

@@ -38,7 +38,7 @@ class Mamba2Model : public Decoder {
   Mamba2Model(const Checkpoint& ckpt, Mamba2Config cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     const Mamba2Config& c = cfg_;
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = c.hidden_size;
     // Mamba2Model.load_hook: older checkpoints name the embedding "embedding".
     const std::string embed_name = w.has("backbone.embedding.weight")

@@ -12,7 +12,7 @@ namespace {
 // [heads * count, k] (a copy, once at load).
 Tensor head_rows(const Tensor& m, int64_t heads, int64_t per_head, int64_t begin, int64_t count) {
   const int64_t k = m.dim(1);
-  const size_t row = static_cast<size_t>(k) * dtype_size(m.dtype());
+  const size_t row = row_bytes(m.dtype(), k);
   Tensor out = Tensor::zeros(m.dtype(), {heads * count, k});
   for (int64_t h = 0; h < heads; ++h)
     std::memcpy(static_cast<uint8_t*>(out.mut<void>()) + static_cast<size_t>(h * count) * row,
@@ -70,7 +70,10 @@ MlaWeights load_mla(Weights& w, const std::string& prefix, const MlaSpec& s) {
   m.kv_a_norm = w.vector(prefix + "kv_a_layernorm.weight", {s.kv_lora_rank});
 
   const int64_t per_head = s.qk_nope + s.v_head_dim;
-  const Tensor kv_b = w.matrix(prefix + "kv_b_proj.weight", {s.heads * per_head, s.kv_lora_rank});
+  Tensor kv_b = w.matrix(prefix + "kv_b_proj.weight", {s.heads * per_head, s.kv_lora_rank});
+  // Its heads are transposed and run by HeadLinear, which takes f32 or bf16: an FP8 matrix
+  // is dequantized here (exactly in f32), as transformers dequantizes every one.
+  if (dtype_traits(kv_b.dtype()).block_size > 1) kv_b = kv_b.to(w.matrix_dtype());
   m.uk_t = transpose_heads(head_rows(kv_b, s.heads, per_head, 0, s.qk_nope), s.heads);
   m.uv = head_rows(kv_b, s.heads, per_head, s.qk_nope, s.v_head_dim)
              .reshape({s.heads, s.v_head_dim, s.kv_lora_rank});

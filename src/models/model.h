@@ -33,6 +33,12 @@ struct ModelOptions {
   // dequantizes them at load into `dtype` instead, as transformers does on a CPU
   // (`--mxfp4 dequantize`); the numbers are the same up to the order of f32 sums.
   bool dequantize_mxfp4 = false;
+  // Block-scaled FP8 matrices (quantization_config quant_method "fp8") run natively by
+  // default: repacked at load into DType::FP8 (core/fp8.h), whose kernels multiply f32
+  // activations by the exactly dequantized weights. true dequantizes them at load into
+  // `dtype` instead, as transformers does on a CPU (`--fp8 dequantize`): the same numbers up
+  // to the order of f32 sums in f32, and the weights rounded to bf16 in bf16.
+  bool dequantize_fp8 = false;
   // Called with the loaded model, whose place it takes: a sharded run's worker makes it one
   // rank's model (src/shard/rank_graph.h, ShardedModel).
   std::function<std::unique_ptr<Model>(std::unique_ptr<Model>)> wrap = {};

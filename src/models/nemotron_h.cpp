@@ -37,7 +37,7 @@ class NemotronHModel : public Decoder {
   NemotronHModel(const Checkpoint& ckpt, NemotronHConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     const NemotronHConfig& c = cfg_;
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     // The multi-token prediction layers (num_nextn_predict_layers) are not part of the model.
     w.ignore_if([](const std::string& name) { return name.starts_with("mtp."); });
     const int64_t h = c.hidden_size;

@@ -27,7 +27,7 @@ class OlmoModel : public Decoder {
       : cfg_(std::move(cfg)) {
     const LlamaFamilyConfig& b = cfg_.base;
     ropes_.emplace_back(b.rope);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = b.hidden_size;
     embed_ = w.matrix("model.embed_tokens.weight", {b.vocab_size, h});
     for (int64_t i = 0; i < b.num_layers; ++i) {

@@ -25,7 +25,7 @@ class Olmo2Model : public Decoder {
     for (int r : layer_rope_)
       if (r < 0 || r >= static_cast<int>(ropes_.size()))
         fail("internal: ", cfg_.architecture, ": layer rotary index ", r, " out of range");
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size;
     embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
     for (int64_t i = 0; i < cfg_.num_layers; ++i) {

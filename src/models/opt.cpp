@@ -29,7 +29,7 @@ constexpr float kLayerNormEps = 1e-5f;
 class OptModel : public Decoder {
  public:
   OptModel(const Checkpoint& ckpt, OptConfig cfg, const ModelOptions& opts) : cfg_(std::move(cfg)) {
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size, proj = cfg_.word_embed_proj_dim, ffn = cfg_.ffn_dim;
     const bool bias = cfg_.enable_bias;
     const std::string d =

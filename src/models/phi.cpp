@@ -27,7 +27,7 @@ class PhiModel : public Decoder {
  public:
   PhiModel(const Checkpoint& ckpt, PhiConfig cfg, const ModelOptions& opts) : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.rope);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size;
     const AttentionSpec& s = cfg_.attention;
     embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});

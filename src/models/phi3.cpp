@@ -16,7 +16,7 @@ class Phi3Model : public Decoder {
   Phi3Model(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.rope);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size, inter = cfg_.intermediate_size;
     const AttentionSpec& s = cfg_.attention;
     const int64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;

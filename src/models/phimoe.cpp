@@ -27,7 +27,7 @@ class PhimoeModel : public Decoder {
       : cfg_(std::move(cfg)) {
     const LlamaFamilyConfig& c = cfg_.base;
     ropes_.emplace_back(c.rope);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = c.hidden_size;
     embed_ = w.matrix("model.embed_tokens.weight", {c.vocab_size, h});
     for (int64_t i = 0; i < c.num_layers; ++i) {

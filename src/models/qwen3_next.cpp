@@ -21,7 +21,7 @@ class Qwen3HybridModel : public Decoder {
       : cfg_(std::move(cfg)) {
     const LlamaFamilyConfig& c = cfg_.base;
     ropes_.emplace_back(c.rope);
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     // The multi-token prediction layers published checkpoints carry (mtp.*), which
     // transformers leaves unloaded (_keys_to_ignore_on_load_unexpected).
     w.ignore_if([](const std::string& name) { return name.starts_with("mtp."); });

@@ -24,7 +24,7 @@ class Starcoder2Model : public Decoder {
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.base.rope);
     const LlamaFamilyConfig& b = cfg_.base;
-    Weights w(ckpt, opts.dtype);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = b.hidden_size, inter = b.intermediate_size;
     embed_ = w.matrix("model.embed_tokens.weight", {b.vocab_size, h});
     for (int64_t i = 0; i < b.num_layers; ++i) {

@@ -31,8 +31,10 @@ std::string join_names(const std::vector<std::string>& names, size_t limit) {
 
 }  // namespace
 
-Weights::Weights(const Checkpoint& ckpt, std::optional<DType> matrix_dtype)
-    : ckpt_(ckpt), matrix_dtype_(matrix_dtype.value_or(default_matrix_dtype(ckpt))) {
+Weights::Weights(const Checkpoint& ckpt, std::optional<DType> matrix_dtype, bool fp8_native)
+    : ckpt_(ckpt),
+      matrix_dtype_(matrix_dtype.value_or(default_matrix_dtype(ckpt))),
+      fp8_native_(fp8_native) {
   if (matrix_dtype_ != DType::F32 && matrix_dtype_ != DType::BF16)
     fail("weights can be computed in f32 or bf16, not ", dtype_name(matrix_dtype_));
   // Quantized checkpoints lathe reads: block-scaled FP8 (its F8_E4M3 matrices are dequantized
@@ -188,9 +190,13 @@ Tensor Weights::fp8(const std::string& name, const Shape& shape) {
   if (s.dtype_name != "F32" && s.dtype_name != "BF16")
     return problem(cat("scales of dtype ", s.dtype_name, " (F32 and BF16 are read)"));
   const Tensor scales = ckpt_.tensor(scale_name).to(DType::F32);
-  Tensor out = dequantize_fp8(ckpt_.bytes(name), shape,
-                              {scales.data<float>(), static_cast<size_t>(scales.numel())},
-                              grid_rows, grid_cols, matrix_dtype_);
+  const std::span<const float> grid_values(scales.data<float>(),
+                                           static_cast<size_t>(scales.numel()));
+  Tensor out;
+  if (fp8_native_) out = pack_fp8(ckpt_.bytes(name), shape, grid_values, grid_rows, grid_cols);
+  if (!out.defined())
+    out =
+        dequantize_fp8(ckpt_.bytes(name), shape, grid_values, grid_rows, grid_cols, matrix_dtype_);
   if (!viewed_.count(name)) ckpt_.release(name);  // the codes are not needed again
   return out;
 }

@@ -15,11 +15,15 @@ namespace lathe {
 class Weights {
  public:
   // `matrix_dtype`: storage for matrices (F32 or BF16); unset keeps the checkpoint's own.
-  Weights(const Checkpoint& ckpt, std::optional<DType> matrix_dtype);
+  // `fp8_native`: a block-scaled FP8 checkpoint's matrices are kept as DType::FP8 (false:
+  // dequantized into the matrix dtype; ModelOptions::dequantize_fp8).
+  Weights(const Checkpoint& ckpt, std::optional<DType> matrix_dtype, bool fp8_native = true);
 
   // A 2-D weight of a linear layer or embedding: stays mapped when already in the matrix
   // dtype, else converted once here. Stored as F8_E4M3 (a block-scaled FP8 checkpoint), it is
-  // dequantized here with its `<name>_scale_inv` (models/fp8.h).
+  // repacked with its `<name>_scale_inv` into DType::FP8 (`fp8_native`, when the blocks allow:
+  // models/fp8.h's pack_fp8) or dequantized into the matrix dtype. A caller that needs its
+  // elements (a transpose) converts it with Tensor::to.
   Tensor matrix(const std::string& name, const Shape& shape);
   // A norm weight or bias, always F32 (small; converted when stored otherwise).
   Tensor vector(const std::string& name, const Shape& shape);
@@ -66,6 +70,7 @@ class Weights {
 
   const Checkpoint& ckpt_;
   DType matrix_dtype_;
+  bool fp8_native_;
   std::set<std::string> used_;
   std::set<std::string> viewed_;  // fetched as views of the mapping: never released
   std::vector<std::string> missing_;

@@ -555,9 +555,11 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
     const FetchRecord& record = log.records[rec->second];
     const FetchRecord& fetched = log.records[fetch_of.at(t.name)];
     const Tensor& lt = record.tensor;
-    t.loaded = fetched.tensor.dtype() == DType::MXFP4 ? Loaded::Mxfp4
-               : fetched.matrix                       ? Loaded::Matrix
-                                                      : Loaded::Vector;
+    const DType loaded_dtype = fetched.tensor.dtype();
+    t.loaded = loaded_dtype == DType::MXFP4 ? Loaded::Mxfp4
+               : loaded_dtype == DType::FP8 ? Loaded::Fp8
+               : fetched.matrix             ? Loaded::Matrix
+                                            : Loaded::Vector;
     t.loaded_numel = fetched.tensor.numel();
     t.quantizable = L.quantizable[rec->second];
     // Rows of the matrix as the graph reads it ([out, in]; a Conv1D stores [in, out]).
@@ -741,7 +743,8 @@ ShardPlan make_plan(const Layout& L, const Checkpoint& ckpt, const FetchLog& log
          refusals.size() > 1 ? cat(" (", refusals.size() - 1, " more tensors do not divide)") : "");
   }
 
-  // Stored sizes differ from loaded ones for MXFP4 (16 bytes per 32 values): express the
+  // Stored sizes differ from loaded ones for MXFP4 (16 bytes per 32 values) and FP8 (32
+  // codes and an f32 scale per 32 values, of a stored grid's blocks): express the
   // ranges in the stored tensor's units. Scale grids follow their matrix the same way.
   auto rescale = [&](TensorShard& t, const TensorShard& main, int64_t loaded) {
     const int64_t stored = t.shape.at(static_cast<size_t>(main.dim));

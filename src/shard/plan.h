@@ -54,6 +54,7 @@ enum class Loaded : uint8_t {
   Matrix,  // in the matrix dtype (--dtype), or quantized (--quantize) when `quantizable`
   Vector,  // always F32
   Mxfp4,   // MXFP4 kept packed (17 bytes per 32 values)
+  Fp8,     // FP8 kept packed (36 bytes per 32 values)
 };
 
 struct TensorShard {

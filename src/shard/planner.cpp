@@ -32,6 +32,8 @@ double element_bytes(const TensorShard& t, DType matrix, std::optional<DType> qu
       return 4;
     case Loaded::Mxfp4:
       return per(DType::MXFP4);
+    case Loaded::Fp8:
+      return per(DType::FP8);
     case Loaded::Matrix:
       return quantize && t.quantizable ? per(*quantize) : per(matrix);
   }

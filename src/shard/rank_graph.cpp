@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/pages.h"
+#include "core/quant.h"
 #include "shard/tp_analysis.h"
 
 namespace lathe::shard {
@@ -31,11 +32,19 @@ const Tensor& WeightSlices::get(const Tensor& t, int dim, int64_t begin, int64_t
       return slices_.emplace(key, std::move(q)).first->second;
     }
   }
-  const DType dt = t.dtype();
-  if (dt != DType::F32 && dt != DType::BF16 && dt != DType::F16)
-    fail("a ", dtype_name(dt), " weight ", shape_str(t.shape()),
-         " cannot be split across ranks (tensor parallelism slices f32, bf16 and f16 "
-         "matrices, then quantizes the slices under --quantize)");
+  // A matrix of blocks (FP8, MXFP4) splits at its blocks; a column split inside one takes the
+  // rank's slice from the matrix dequantized (exactly, in f32). Block-quantized types are
+  // made after the split (under --quantize, from the slices).
+  Tensor dequantized;
+  const int64_t block = dtype_traits(t.dtype()).block_size;
+  const bool columns = static_cast<size_t>(dim) + 1 == t.shape().size();
+  if (is_quantized(t.dtype()))
+    fail("internal: a ", dtype_name(t.dtype()), " weight ", shape_str(t.shape()),
+         " split across ranks (quantize the slices instead)");
+  if (block > 1 && columns && (begin % block != 0 || end % block != 0))
+    dequantized = t.to(DType::F32);
+  const Tensor& src_tensor = dequantized.defined() ? dequantized : t;
+  const DType dt = src_tensor.dtype();
   Shape shape = t.shape();
   const size_t d = static_cast<size_t>(dim);
   if (d >= shape.size() || begin < 0 || end > shape[d] || begin >= end)
@@ -44,15 +53,18 @@ const Tensor& WeightSlices::get(const Tensor& t, int dim, int64_t begin, int64_t
   int64_t outer = 1, inner = 1;
   for (size_t i = 0; i < d; ++i) outer *= shape[i];
   for (size_t i = d + 1; i < shape.size(); ++i) inner *= shape[i];
-  const size_t unit = static_cast<size_t>(inner) * dtype_size(dt);
+  // Bytes of `count` consecutive indices of dimension d (whole blocks along the last one).
+  auto span_bytes = [&](int64_t count) {
+    return columns ? row_bytes(dt, count) : static_cast<size_t>(count) * row_bytes(dt, inner);
+  };
   const int64_t whole = shape[d];
   shape[d] = end - begin;
   Tensor out = Tensor::zeros(dt, shape);
-  const auto* src = t.data<uint8_t>();
+  const auto* src = src_tensor.data<uint8_t>();
   auto* dst = static_cast<uint8_t*>(out.mut<void>());
-  const size_t bytes = static_cast<size_t>(end - begin) * unit;
+  const size_t bytes = span_bytes(end - begin);
   for (int64_t o = 0; o < outer; ++o, dst += bytes)
-    std::memcpy(dst, src + static_cast<size_t>(o * whole + begin) * unit, bytes);
+    std::memcpy(dst, src + span_bytes(o * whole + begin), bytes);
   // The copy replaces the mapped source for this rank: its pages stop counting in the rank's
   // memory (read again from the file if a node uses the whole tensor too).
   if (!t.owned()) page_out(t.data<void>(), t.nbytes());

@@ -33,8 +33,9 @@ void elementwise(std::vector<Case>& out, graph::Op op, const std::string& name,
 void rowwise_cases(std::vector<Case>& out);
 // Block-quantized weights (op_cases_quant.cpp).
 void quant_cases(std::vector<Case>& out);
-// MXFP4 weights (op_cases_mxfp4.cpp).
+// MXFP4 and FP8 weights (op_cases_blocks.cpp).
 void mxfp4_cases(std::vector<Case>& out);
+void fp8_cases(std::vector<Case>& out);
 // DeepSeek sparse attention: the Indexer, and Attention over its chosen keys (op_cases_dsa.cpp).
 void dsa_cases(std::vector<Case>& out);
 

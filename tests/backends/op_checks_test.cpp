@@ -835,7 +835,7 @@ TEST(Reshape, IsTheSameDataUnderAnotherShape) {
 TEST(Plan, EveryLinearVariantGivesTheDefaultBits) {
   const Backend& backend = cpu_backend(false);
   ThreadPool pool(3);
-  for (DType dt : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4})
+  for (DType dt : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::FP8})
     for (int64_t m : {1, 5, 130, 300}) {
       const int64_t n = 100, k = 128;
       const Tensor w = random_tensor({n, k}, 870).to(dt);

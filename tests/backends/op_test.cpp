@@ -902,7 +902,8 @@ const std::vector<Case>& all_cases() {
     quant_cases(c);
     attention_cases(c, DType::BF16);
     mxfp4_cases(c);
-    dsa_cases(c);  // last: the cases above keep their seeds
+    dsa_cases(c);
+    fp8_cases(c);  // last: the cases above keep their seeds
     return c;
   }();
   return cases;

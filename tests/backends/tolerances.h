@@ -16,6 +16,9 @@
 //    MXFP4 weights (f32 activations times the exactly dequantized weights, in the f32 tiles'
 //    lanes): NMSE 1.1e-12, max abs 9.5e-5 (1 x 200 x 2880, gpt-oss's k, on avx2; outputs of
 //    magnitude ~30), within Linear's tolerances (9x, 2x); the portable level is the reference.
+//    FP8 weights (the same kernel body, each E4M3 code widened through f16 and scaled
+//    exactly): NMSE 1.0e-12, max abs 1.2e-4 (1 x 200 x 2880 on avx512), within Linear's
+//    (10x, 1.6x).
 //  - Attention: from AVX2 up, vector scores (fused multiply-adds over the head dimension),
 //    a polynomial exp and vector softmax sums: NMSE 7.5e-14, max abs 1.5e-7 (worst case over
 //    the attention cases), so NMSE 1e-12 (13x), max abs 1e-5 (67x). The portable level
@@ -64,6 +67,7 @@ inline constexpr ToleranceRow kTolerances[] = {
     {graph::Op::Linear, DType::Q8_0, {1e-11, 2e-4}},
     {graph::Op::Linear, DType::Q4_0, {1e-11, 2e-4}},
     {graph::Op::Linear, DType::MXFP4, {1e-11, 2e-4}},
+    {graph::Op::Linear, DType::FP8, {1e-11, 2e-4}},
     {graph::Op::RmsNorm, DType::F32, {}},
     {graph::Op::LayerNorm, DType::F32, {}},
     {graph::Op::ActMul, DType::F32, {}},
@@ -86,6 +90,7 @@ inline constexpr ToleranceRow kTolerances[] = {
     {graph::Op::Experts, DType::Q8_0, {1e-11, 2e-4}},
     {graph::Op::Experts, DType::Q4_0, {1e-11, 2e-4}},
     {graph::Op::Experts, DType::MXFP4, {1e-11, 2e-4}},
+    {graph::Op::Experts, DType::FP8, {1e-11, 2e-4}},
     {graph::Op::Concat, DType::F32, {}},
     {graph::Op::HeadLinear, DType::F32, {1e-11, 2e-4}},
     {graph::Op::HeadLinear, DType::BF16, {1e-11, 2e-4}},

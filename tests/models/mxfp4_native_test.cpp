@@ -24,6 +24,7 @@
 #include "models/mxfp4.h"
 #include "models/registry.h"
 #include "support/run.h"
+#include "support/weight_bytes.h"
 
 namespace lathe {
 namespace {
@@ -169,20 +170,7 @@ TEST(Mxfp4Native, NativeAndDequantizedPathsPassTheGoldens) {
   EXPECT_LE(bf16.rounded->logits.nmse, kF32Nmse);
 }
 
-// The bytes of the step graph's weights by dtype, each tensor once.
-std::map<DType, uint64_t> weight_bytes(const Model& model) {
-  ThreadPool pool(1);
-  Context ctx{&pool, false, false};
-  const auto& g = dynamic_cast<const GraphModel&>(model);
-  const graph::Graph graph = Engine(g, ctx).build_graph(1, 1);
-  std::map<DType, uint64_t> bytes;
-  std::set<const void*> seen;
-  for (const graph::Node& n : graph.nodes)
-    if (n.op == graph::Op::Weight && n.constant.numel() > 0 &&
-        seen.insert(n.constant.data<void>()).second)
-      bytes[n.constant.dtype()] += n.constant.nbytes();
-  return bytes;
-}
+using testing::weight_bytes;
 
 TEST(Mxfp4Native, ExpertsHoldSeventeenBytesPerThirtyTwoValues) {
   testing::ScratchDir dir("mxfp4_bytes");

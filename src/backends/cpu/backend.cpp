@@ -372,10 +372,16 @@ class CpuBackend : public Backend {
                                          node.params.groups);
     if (node.op == Op::Experts) {
       const graph::Node& up = g.at(node.inputs[first_expert(node) * graph::kExpertInputs + 3]);
-      return cpu::experts_workspace_floats(
-          node.shape[0], node.shape[1], up.shape[0], node.params.top_k,
-          static_cast<int64_t>(node.inputs.size() - 2) / graph::kExpertInputs, up.dtype,
-          reference_);
+      const int64_t experts = static_cast<int64_t>(node.inputs.size() - 2) / graph::kExpertInputs;
+      size_t scratch = 0;  // the most any of its matrices needs
+      for (int64_t e = 0; e < experts; ++e)
+        for (int i = 0; i < 3; ++i)
+          if (const graph::Value w = node.inputs[2 + e * graph::kExpertInputs + i]; w.valid())
+            scratch = std::max(
+                scratch, cpu::experts_scratch_bytes(g.at(w).dtype, node.shape[0], node.shape[1],
+                                                    up.shape[0], reference_));
+      return cpu::experts_workspace_floats(node.shape[0], node.shape[1], up.shape[0],
+                                           node.params.top_k, experts, scratch);
     }
     if (node.op == Op::HeadLinear) {
       const graph::Node& w = g.at(node.inputs[1]);

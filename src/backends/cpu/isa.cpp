@@ -1,5 +1,9 @@
 #include "backends/cpu/isa.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -15,7 +19,11 @@ Isa detect() {
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
   // __builtin_cpu_supports also checks that the OS saves the vector state (XCR0).
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  // F16C (vcvtph2ps, which the FP8 kernels use) comes with every AVX2 CPU; checked anyway,
+  // through CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know it.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   if (avx512 && __builtin_cpu_supports("avx512bf16")) return Isa::Avx512Bf16;

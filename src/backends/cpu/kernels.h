@@ -14,7 +14,7 @@
 
 namespace lathe::cpu {
 
-// y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]); w is F32, BF16, MXFP4 (mxfp4_kernels.h) or
+// y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]); w is F32, BF16, MXFP4 or FP8 (block_kernels.h) or
 // block-quantized (Q8_0, Q4_0: then `scratch` holds matmul_scratch_bytes for the activations'
 // quantization, as quant_kernels.h defines the product), x, y and bias are F32.
 void matmul_reference(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
@@ -42,13 +42,15 @@ void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias
                  int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool,
                  MatmulSchedule schedule = {});
 
-// MXFP4 weights (mxfp4_matmul.cpp; mxfp4_kernels.h): f32 activations times the exactly
-// dequantized weights, no scratch. The reference equals matmul_reference on the dequantized
-// f32 matrix bit for bit; the fast kernel is active_isa()'s (portable: the reference, threaded).
-void mxfp4_matmul_reference(const float* x, const void* w, const float* bias, float* y, int64_t m,
-                            int64_t n, int64_t k);
-void mxfp4_matmul_fast(const float* x, const void* w, const float* bias, float* y, int64_t m,
-                       int64_t n, int64_t k, ThreadPool& pool,
+// MXFP4 and FP8 weights (block_matmul.cpp; block_kernels.h): f32 activations times the
+// exactly dequantized weights, no scratch. The reference equals matmul_reference on the
+// dequantized f32 matrix bit for bit; the fast kernel is active_isa()'s (portable: the
+// reference, threaded).
+bool is_block_type(DType t);
+void block_matmul_reference(const float* x, const void* w, DType w_dtype, const float* bias,
+                            float* y, int64_t m, int64_t n, int64_t k);
+void block_matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
+                       int64_t m, int64_t n, int64_t k, ThreadPool& pool,
                        int tasks_per_thread = ThreadPool::kTasksPerThread);
 
 // Block-quantized weights (quant_matmul.cpp): the fast kernel that serves them, chosen by

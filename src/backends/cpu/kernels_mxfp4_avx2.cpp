@@ -1,4 +1,4 @@
-// The MXFP4 matmul (mxfp4_kernels.h) with AVX2 + FMA: compiled with those -m flags
+// The MXFP4 matmul (block_kernels.h) with AVX2 + FMA: compiled with those -m flags
 // (CMakeLists.txt), run when cpu::active_isa() is Avx2. A block's 32 nibbles are put in order
 // (low nibble the even value) and looked up by vpshufb in a table of twice each code's value
 // (integers -12..12), widened to f32 and multiplied by the block's 2^(e - 128): exact.
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "backends/cpu/mxfp4_kernels.h"
+#include "backends/cpu/block_kernels.h"
 
 namespace lathe::cpu::avx2 {
 namespace {
@@ -34,6 +34,8 @@ inline float half_scale(uint8_t e) {
   return f;
 }
 
+constexpr size_t kBlockBytes = 17;
+
 inline void decode(const uint8_t* block, __m256* out) {
   const __m128i table = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
   const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 1));
@@ -52,6 +54,7 @@ constexpr int kTileRows = 4, kTileCols = 3, kRowCols = 8;
 
 }  // namespace
 
-#include "backends/cpu/mxfp4_kernels.inc"
+#define LATHE_BLOCK_GEMM_ROWS mxfp4_gemm_rows
+#include "backends/cpu/block_kernels.inc"
 
 }  // namespace lathe::cpu::avx2

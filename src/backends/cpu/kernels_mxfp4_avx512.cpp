@@ -1,4 +1,4 @@
-// The MXFP4 matmul (mxfp4_kernels.h) with AVX-512 (F, BW, VL) + FMA: compiled with those -m
+// The MXFP4 matmul (block_kernels.h) with AVX-512 (F, BW, VL) + FMA: compiled with those -m
 // flags (CMakeLists.txt), run when cpu::active_isa() is Avx512 or above. Each block's table of
 // the 16 codes' values is scaled once by the block's power of two (exact), and vpermps looks
 // up 16 widened nibbles at a time in it.
@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "backends/cpu/avx512_common.h"
-#include "backends/cpu/mxfp4_kernels.h"
+#include "backends/cpu/block_kernels.h"
 
 namespace lathe::cpu::avx512 {
 namespace {
@@ -31,6 +31,8 @@ inline float half_scale(uint8_t e) {
   return f;
 }
 
+constexpr size_t kBlockBytes = 17;
+
 inline void decode(const uint8_t* block, __m512* out) {
   const __m512 twice = _mm512_setr_ps(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 6.0f, 8.0f, 12.0f, -0.0f, -1.0f,
                                       -2.0f, -3.0f, -4.0f, -6.0f, -8.0f, -12.0f);
@@ -47,6 +49,7 @@ constexpr int kTileRows = 4, kTileCols = 6, kRowCols = 8;
 
 }  // namespace
 
-#include "backends/cpu/mxfp4_kernels.inc"
+#define LATHE_BLOCK_GEMM_ROWS mxfp4_gemm_rows
+#include "backends/cpu/block_kernels.inc"
 
 }  // namespace lathe::cpu::avx512

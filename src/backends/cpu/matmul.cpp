@@ -100,7 +100,7 @@ void gemm_on(Isa isa, const float* x, const W* w, const float* bias, float* y, i
 void matmul_reference(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
                       int64_t m, int64_t n, int64_t k, void* scratch) {
   if (is_quantized(w_dtype)) return qmatmul_reference(x, w, w_dtype, bias, y, m, n, k, scratch);
-  if (w_dtype == DType::MXFP4) return mxfp4_matmul_reference(x, w, bias, y, m, n, k);
+  if (is_block_type(w_dtype)) return block_matmul_reference(x, w, w_dtype, bias, y, m, n, k);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       float s = 0.0f;
@@ -121,8 +121,8 @@ void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias
   if (is_quantized(w_dtype))
     return qmatmul_fast(x, w, w_dtype, bias, y, m, n, k, scratch, pool, quant_kernel(),
                         s.tasks_per_thread);
-  if (w_dtype == DType::MXFP4)
-    return mxfp4_matmul_fast(x, w, bias, y, m, n, k, pool, s.tasks_per_thread);
+  if (is_block_type(w_dtype))
+    return block_matmul_fast(x, w, w_dtype, bias, y, m, n, k, pool, s.tasks_per_thread);
   const Isa isa = active_isa();
   if (w_dtype == DType::BF16) {
     const auto* wb = static_cast<const uint16_t*>(w);

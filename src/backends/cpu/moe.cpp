@@ -223,7 +223,7 @@ size_t slot_floats(int64_t tokens, int64_t dim, int64_t inter, int64_t k) {
   return static_cast<size_t>(tokens * k * dim + 2 * tokens * dim + 2 * tokens * inter);
 }
 
-ExpertsWorkspace carve(const ExpertsArgs& a, DType w_dtype, bool reference) {
+ExpertsWorkspace carve(const ExpertsArgs& a, bool reference) {
   ExpertsWorkspace w;
   w.slots = a.workspace;
   w.x = w.slots + a.tokens * a.k * a.dim;
@@ -232,8 +232,12 @@ ExpertsWorkspace carve(const ExpertsArgs& a, DType w_dtype, bool reference) {
   w.down = w.up + a.tokens * a.inter;
   float* end = w.down + a.tokens * a.dim;
   w.scratch = end;
-  const size_t scratch =
-      matmul_scratch_bytes(w_dtype, a.tokens, std::max(a.dim, a.inter), reference);
+  size_t scratch = 0;
+  for (int64_t e = 0; e < a.experts; ++e)
+    for (int i = 0; i < 3; ++i)
+      if (const Tensor* t = a.weights[graph::kExpertInputs * e + i])
+        scratch = std::max(scratch,
+                           experts_scratch_bytes(t->dtype(), a.tokens, a.dim, a.inter, reference));
   w.count = reinterpret_cast<int32_t*>(end + (scratch + sizeof(float) - 1) / sizeof(float));
   w.order = w.count + a.experts + 1;
   w.next = w.order + a.tokens * a.k;
@@ -257,9 +261,13 @@ void clamped_swiglu(const float* gate, const float* up, float* y, int64_t n, flo
   }
 }
 
+size_t experts_scratch_bytes(DType w_dtype, int64_t tokens, int64_t dim, int64_t inter,
+                             bool reference) {
+  return matmul_scratch_bytes(w_dtype, tokens, std::max(dim, inter), reference);
+}
+
 size_t experts_workspace_floats(int64_t tokens, int64_t dim, int64_t inter, int64_t k,
-                                int64_t experts, DType w_dtype, bool reference) {
-  const size_t scratch = matmul_scratch_bytes(w_dtype, tokens, std::max(dim, inter), reference);
+                                int64_t experts, size_t scratch) {
   return slot_floats(tokens, dim, inter, k) + (scratch + sizeof(float) - 1) / sizeof(float) +
          static_cast<size_t>(experts + 1 + tokens * k + experts);
 }
@@ -268,7 +276,7 @@ void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
   const int64_t n = a.tokens, k = a.k, d = a.dim, inter = a.inter;
   const Tensor* const* first = a.weights;  // the first expert held (expert parallelism)
   while (!first[1]) first += graph::kExpertInputs;
-  ExpertsWorkspace ws = carve(a, first[1]->dtype(), reference);
+  ExpertsWorkspace ws = carve(a, reference);
   const float* weights = a.route;
   const float* ids = a.route + n * k;
   // Slots (token, j) grouped by expert, tokens in order within each (a counting sort).

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -47,8 +48,13 @@ struct ExpertsArgs {
 // y = (u + 1) * g * sigmoid(g * alpha). y may be gate.
 void clamped_swiglu(const float* gate, const float* up, float* y, int64_t n, float limit,
                     float alpha);
+// The matmul scratch an Experts node's matrices of this dtype need; the node takes the most
+// over its matrices (experts of one node may differ: a checkpoint's FP8 or MXFP4 matrices
+// beside plain ones).
+size_t experts_scratch_bytes(DType w_dtype, int64_t tokens, int64_t dim, int64_t inter,
+                             bool reference);
 size_t experts_workspace_floats(int64_t tokens, int64_t dim, int64_t inter, int64_t k,
-                                int64_t experts, DType w_dtype, bool reference);
+                                int64_t experts, size_t scratch_bytes);
 // Groups the tokens by expert, runs each expert on its own tokens only (an expert no token
 // chose is never read), and sums each token's k weighted outputs in the route's order, as
 // transformers' grouped_mm experts do (with scale_inputs, the outputs of the weighted inputs).

@@ -1,0 +1,56 @@
+// The FP8 matmul (block_kernels.h) with AVX2 + FMA + F16C: compiled with those -m flags
+// (CMakeLists.txt), run when cpu::active_isa() is Avx2. A block's 32 E4M3 codes become 32
+// f16s worth 2^-8 of their values, vcvtph2ps widens each 8 of them, and one multiplication by
+// the block's scale times 2^8 gives each weight exactly.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/block_kernels.h"
+
+namespace lathe::cpu::avx2 {
+namespace {
+
+struct V {
+  using R = __m256;
+  static constexpr int kLanes = 8;
+  static R zero() { return _mm256_setzero_ps(); }
+  static R load(const float* p) { return _mm256_loadu_ps(p); }
+  static R fma(R a, R b, R acc) { return _mm256_fmadd_ps(a, b, acc); }
+  static float sum(R v) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+  }
+};
+
+constexpr size_t kBlockBytes = 36;
+
+// 8 codes (u8, widened to u16 lanes) as f16 bits, as kernels_fp8_avx512.cpp's.
+inline __m256 codes_as_f32(__m128i c) {
+  const __m128i sign = _mm_slli_epi16(_mm_and_si128(c, _mm_set1_epi16(0x80)), 8);
+  const __m128i rest = _mm_slli_epi16(_mm_and_si128(c, _mm_set1_epi16(0x7f)), 7);
+  return _mm256_cvtph_ps(_mm_or_si128(sign, rest));
+}
+
+inline void decode(const uint8_t* block, __m256* out) {
+  float scale;
+  std::memcpy(&scale, block, 4);
+  const __m256 s = _mm256_set1_ps(scale * 256.0f);
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 4));
+  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 20));
+  const __m128i parts[4] = {lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)};
+  for (int r = 0; r < 4; ++r) out[r] = _mm256_mul_ps(codes_as_f32(_mm_cvtepu8_epi16(parts[r])), s);
+}
+
+// 4 x rows by 3 weight rows as the f32 tiles (kernels_avx2.cpp); 8 rows for one x row.
+constexpr int kTileRows = 4, kTileCols = 3, kRowCols = 8;
+
+}  // namespace
+
+#define LATHE_BLOCK_GEMM_ROWS fp8_gemm_rows
+#include "backends/cpu/block_kernels.inc"
+
+}  // namespace lathe::cpu::avx2
