@@ -171,6 +171,16 @@ size_t build_tiny_checkpoint(const fs::path& fixture, const fs::path& out,
     if (n > kMaxTinyElements) fail(t.origin(), ": ", n, " elements is not a tiny tensor");
     const auto values =
         generate_weights(seed, name, n, t.get<double>("center"), t.get<double>("scale"));
+    if (t.has("dtype")) {
+      // An integer table (DeepseekV4's hash router tid2eid): the floor of each value, as I32.
+      if (t.get<std::string>("dtype") != "I32")
+        fail(t.origin(), ": field \"dtype\" must be \"I32\" (the only integer table)");
+      Tensor ints = Tensor::zeros(DType::I32, shape);
+      for (int64_t j = 0; j < n; ++j)
+        ints.mut<int32_t>()[j] = static_cast<int32_t>(std::floor(values[static_cast<size_t>(j)]));
+      tensors.push_back({name, std::move(ints)});
+      continue;
+    }
     if (fp8_quantized(name, shape, block)) {
       append_fp8(name, values, shape, block, tensors);
       continue;

@@ -292,8 +292,11 @@ const std::vector<ArchitectureEntry>& architectures() {
 const std::vector<PlannedArchitecture>& planned_architectures() {
   static const std::vector<PlannedArchitecture> table = {
       {"DeepseekV4ForCausalLM",
-       "hyper-connections, compressed sparse attention (HCA / CSA compressors, an indexer that "
-       "picks the keys), a hash router beside the top-k one"},
+       "hyper-connections (streams mixed by Sinkhorn-normalised weights), attention over a "
+       "sliding window and compressed entries in one softmax with sinks (HCA / CSA compressors "
+       "with their own decode state, an indexer over the compressed keys), the output's rotary "
+       "undone, sqrtsoftplus and hash routers, clamped SwiGLU experts; its config and tensors "
+       "are read, the graph's ops are missing (docs/deepseek-v4.md)"},
   };
   return table;
 }

@@ -69,8 +69,8 @@ def main() -> int:
         with module_outputs.record(model) as inside:
             res = model(torch.tensor([ids]), output_hidden_states=True)
         logits = res.logits[0].float().numpy()
-        states = [module_outputs.batch_row(h) for h in res.hidden_states]
         arch = (model.config.architectures or [type(model).__name__])[0]
+        states = [module_outputs.batch_row(h, arch) for h in res.hidden_states]
         names, states = module_outputs.state_names(arch, states)
         names, states = module_outputs.ordered_states(names, states, inside)
         hidden = torch.stack(states).float().numpy()

@@ -79,8 +79,9 @@ def model_class(spec: dict):
         transformers.AutoModelForCausalLM
 
 
-def saved_tensors(model) -> dict:
-    """{name: shape} of the tensors save_pretrained writes for this model."""
+def saved_tensors(model, dtypes: dict | None = None) -> dict:
+    """{name: shape} of the tensors save_pretrained writes for this model (and, into `dtypes`
+    when given, {name: safetensors dtype name})."""
     from safetensors import safe_open
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,6 +91,8 @@ def saved_tensors(model) -> dict:
             with safe_open(str(f), "pt") as st:
                 for name in st.keys():
                     out[name] = list(st.get_slice(name).get_shape())
+                    if dtypes is not None:
+                        dtypes[name] = st.get_slice(name).get_dtype()
     return out
 
 
@@ -362,7 +365,8 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
     # of a mixture as 3-D tensors, where Mixtral's files have one tensor per expert), and
     # converts them on load and back on save. The weights are then generated under the names
     # and shapes save_pretrained writes, and loaded through from_pretrained.
-    saved = saved_tensors(model)
+    saved_dtypes = {}
+    saved = saved_tensors(model, saved_dtypes)
     published_layout = set(saved) != set(state) - ({"lm_head.weight"} if tied else set())
     if published_layout:
         state = saved
@@ -400,8 +404,15 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         for suffix, (c, sc) in spec.get("init", {}).items():
             if tname.endswith(suffix):
                 center, scale = c, sc
-        entries.append({"name": tname, "shape": shape, "center": center, "scale": scale})
-        new_state[tname] = torch.from_numpy(weightgen.generate(seed, tname, shape, center, scale))
+        entry = {"name": tname, "shape": shape, "center": center, "scale": scale}
+        values = weightgen.generate(seed, tname, shape, center, scale)
+        if published_layout and saved_dtypes.get(tname, "F32") in ("I64", "I32"):
+            # An integer table (DeepseekV4's hash router tid2eid: token -> expert ids), stored
+            # as I32: floor of the generated values (its "init" keeps them in range).
+            entry["dtype"] = "I32"
+            values = np.floor(values).astype(np.int32)
+        entries.append(entry)
+        new_state[tname] = torch.from_numpy(values)
     if published_layout:
         model = load_published(CLASS, config, new_state)
     else:
@@ -434,7 +445,7 @@ def build(spec_path: pathlib.Path, out_root: pathlib.Path) -> dict:
         with module_outputs.record(run) as inside, module_outputs.record_routes(run) as routes:
             res = run(torch.tensor([tf_ids]), output_hidden_states=True)
         logits = res.logits[0].float().numpy()
-        states = [module_outputs.batch_row(h) for h in res.hidden_states]
+        states = [module_outputs.batch_row(h, config["architectures"][0]) for h in res.hidden_states]
         state_names, states = module_outputs.state_names(config["architectures"][0], states)
         # Each layer's attention and MLP module outputs, before the layer's own output.
         state_names, states = module_outputs.ordered_states(state_names, states, inside)

@@ -27,11 +27,18 @@ NO_EMBED_STATE = {"Mamba2ForCausalLM"}
 # tie_last_hidden_states=False). Compared as [T, streams * hidden] (each token's streams in
 # turn), so the attention and MLP module outputs, of one stream's width, are left out.
 ALTUP = {"Gemma3nForCausalLM", "Gemma3nForConditionalGeneration"}
+# Hyper-connections (DeepseekV4): each layer's output is its residual streams [batch, T,
+# streams, hidden], compared as [T, streams * hidden] (each token's streams in turn); the
+# final norm's output, one stream wide, is left out (the logits cover it).
+HYPER_CONNECTIONS = {"DeepseekV4ForCausalLM"}
 
 
-def batch_row(h):
-    """The first sequence of a hidden state: [T, hidden], or AltUp's stacked streams
-    [streams, batch, T, hidden] as [T, streams * hidden]."""
+def batch_row(h, architecture=None):
+    """The first sequence of a hidden state: [T, hidden], or the streams of AltUp
+    ([streams, batch, T, hidden]) or of hyper-connections ([batch, T, streams, hidden]) as
+    [T, streams * hidden]."""
+    if h.dim() == 4 and architecture in HYPER_CONNECTIONS:
+        return h[0].reshape(h.shape[1], -1)
     if h.dim() == 4:
         return h[:, 0].permute(1, 0, 2).reshape(h.shape[2], -1)
     return h[0]
