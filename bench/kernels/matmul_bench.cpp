@@ -37,12 +37,12 @@ const Shape3 kShapes[] = {
 struct Operands {
   std::vector<float> x, wf, y;
   std::vector<uint16_t> wb;
-  std::vector<uint8_t> wq;  // Q8_0 or Q4_0 when asked
+  std::vector<uint8_t> wq;  // Q8_0, Q4_0, MXFP4 or FP8 when asked
 };
 
 const void* weights_of(const Operands& o, DType dt) {
   if (dt == DType::BF16) return o.wb.data();
-  if (is_quantized(dt)) return o.wq.data();
+  if (dtype_traits(dt).block_size > 1) return o.wq.data();
   return o.wf.data();
 }
 
@@ -56,9 +56,9 @@ Operands operands(const Shape3& s, DType dt) {
   for (float& v : o.x) v = u(rng);
   for (float& v : o.wf) v = u(rng);
   for (float v : o.wf) o.wb.push_back(f32_to_bf16(v));
-  if (is_quantized(dt)) {
+  if (dtype_traits(dt).block_size > 1) {  // rows of whole blocks: one conversion
     o.wq.resize(static_cast<size_t>(s.n) * row_bytes(dt, s.k));
-    quantize_rows(dt, o.wf.data(), o.wq.data(), s.n, s.k);
+    convert_from_f32(dt, o.wf.data(), o.wq.data(), static_cast<size_t>(s.n * s.k));
   }
   return o;
 }
@@ -188,7 +188,7 @@ bool register_all() {
         ->UseRealTime();
   }
   for (const Shape3& s : kShapes)
-    for (DType dt : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+    for (DType dt : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::FP8}) {
       const std::string tail = std::string(s.what) + "/" + std::string(dtype_name(dt));
       if (s.m * s.n * s.k <= 1 << 24)
         benchmark::RegisterBenchmark(("reference/" + tail + "/t1").c_str(), bm_reference, s, dt)

@@ -23,18 +23,25 @@
 
 namespace lathe::cpu {
 
-// Rows [n0, n1) of y[m, ldy] = x[m, k] . w^T for weights `w` of the type (rows of ldw bytes,
-// k a multiple of 32), without bias.
-#define LATHE_DECLARE_BLOCK_KERNELS                                                       \
-  void mxfp4_gemm_rows(const float* x, const uint8_t* w, size_t ldw, float* y, int64_t m, \
-                       int64_t n0, int64_t n1, int64_t ldy, int64_t k);                   \
-  void fp8_gemm_rows(const float* x, const uint8_t* w, size_t ldw, float* y, int64_t m,   \
-                     int64_t n0, int64_t n1, int64_t ldy, int64_t k);
+// Per type (namespace mxfp4 or fp8 of each level): rows [n0, n1) of y[m, ldy] = x[m, k] . w^T
+// for weights `w` of the type (rows of ldw bytes, k a multiple of 32), without bias; and
+// `rows` weight rows dequantized exactly into f32 rows of k values at `out` (the prefill's
+// panels, block_matmul.cpp).
+#define LATHE_DECLARE_BLOCK_KERNELS                                                             \
+  void gemm_rows(const float* x, const uint8_t* w, size_t ldw, float* y, int64_t m, int64_t n0, \
+                 int64_t n1, int64_t ldy, int64_t k);                                           \
+  void dequantize_rows(const uint8_t* w, size_t ldw, int64_t rows, int64_t k, float* out);
 
-namespace avx2 {
+namespace avx2::mxfp4 {
 LATHE_DECLARE_BLOCK_KERNELS
 }
-namespace avx512 {
+namespace avx2::fp8 {
+LATHE_DECLARE_BLOCK_KERNELS
+}
+namespace avx512::mxfp4 {
+LATHE_DECLARE_BLOCK_KERNELS
+}
+namespace avx512::fp8 {
 LATHE_DECLARE_BLOCK_KERNELS
 }
 #undef LATHE_DECLARE_BLOCK_KERNELS

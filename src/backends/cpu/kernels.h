@@ -49,9 +49,12 @@ void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias
 bool is_block_type(DType t);
 void block_matmul_reference(const float* x, const void* w, DType w_dtype, const float* bias,
                             float* y, int64_t m, int64_t n, int64_t k);
+// From 8 rows of x the fast kernel dequantizes each task's weight rows into an f32 panel once
+// and runs the f32 kernel on it (row_block as MatmulSchedule's): the f32 kernel's bits on the
+// dequantized matrix.
 void block_matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
                        int64_t m, int64_t n, int64_t k, ThreadPool& pool,
-                       int tasks_per_thread = ThreadPool::kTasksPerThread);
+                       int tasks_per_thread = ThreadPool::kTasksPerThread, int64_t row_block = 96);
 
 // Block-quantized weights (quant_matmul.cpp): the fast kernel that serves them, chosen by
 // active_isa() and, on AVX-512, the CPU's VNNI (vpdpbusd); AVX-512 without VNNI takes AVX2's.

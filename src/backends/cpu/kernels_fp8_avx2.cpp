@@ -10,7 +10,7 @@
 
 #include "backends/cpu/block_kernels.h"
 
-namespace lathe::cpu::avx2 {
+namespace lathe::cpu::avx2::fp8 {
 namespace {
 
 struct V {
@@ -18,6 +18,7 @@ struct V {
   static constexpr int kLanes = 8;
   static R zero() { return _mm256_setzero_ps(); }
   static R load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
   static R fma(R a, R b, R acc) { return _mm256_fmadd_ps(a, b, acc); }
   static float sum(R v) {
     const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -28,11 +29,9 @@ struct V {
 
 constexpr size_t kBlockBytes = 36;
 
-// 8 codes (u8, widened to u16 lanes) as f16 bits, as kernels_fp8_avx512.cpp's.
+// 8 codes, sign-extended to 16 bits, as f16 bits (as kernels_fp8_avx512.cpp's).
 inline __m256 codes_as_f32(__m128i c) {
-  const __m128i sign = _mm_slli_epi16(_mm_and_si128(c, _mm_set1_epi16(0x80)), 8);
-  const __m128i rest = _mm_slli_epi16(_mm_and_si128(c, _mm_set1_epi16(0x7f)), 7);
-  return _mm256_cvtph_ps(_mm_or_si128(sign, rest));
+  return _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(c, 7), _mm_set1_epi16(-16385)));
 }
 
 inline void decode(const uint8_t* block, __m256* out) {
@@ -42,7 +41,7 @@ inline void decode(const uint8_t* block, __m256* out) {
   const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 4));
   const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 20));
   const __m128i parts[4] = {lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)};
-  for (int r = 0; r < 4; ++r) out[r] = _mm256_mul_ps(codes_as_f32(_mm_cvtepu8_epi16(parts[r])), s);
+  for (int r = 0; r < 4; ++r) out[r] = _mm256_mul_ps(codes_as_f32(_mm_cvtepi8_epi16(parts[r])), s);
 }
 
 // 4 x rows by 3 weight rows as the f32 tiles (kernels_avx2.cpp); 8 rows for one x row.
@@ -50,7 +49,6 @@ constexpr int kTileRows = 4, kTileCols = 3, kRowCols = 8;
 
 }  // namespace
 
-#define LATHE_BLOCK_GEMM_ROWS fp8_gemm_rows
 #include "backends/cpu/block_kernels.inc"
 
-}  // namespace lathe::cpu::avx2
+}  // namespace lathe::cpu::avx2::fp8

@@ -11,7 +11,7 @@
 #include "backends/cpu/avx512_common.h"
 #include "backends/cpu/block_kernels.h"
 
-namespace lathe::cpu::avx512 {
+namespace lathe::cpu::avx512::fp8 {
 namespace {
 
 struct V {
@@ -19,18 +19,18 @@ struct V {
   static constexpr int kLanes = 16;
   static R zero() { return _mm512_setzero_ps(); }
   static R load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, R v) { _mm512_storeu_ps(p, v); }
   static R fma(R a, R b, R acc) { return _mm512_fmadd_ps(a, b, acc); }
   static float sum(R v) { return avx512_common::hsum512(v); }
 };
 
 constexpr size_t kBlockBytes = 36;
 
-// 16 codes (u8, widened to u16 lanes) as f16 bits: the sign to bit 15, the exponent and
-// mantissa shifted under it (E4M3's 4-bit exponent of bias 7 in f16's 5-bit one of bias 15).
+// 16 codes, sign-extended to 16 bits (vpmovsxbw), as f16 bits: shifted left by 7, the sign
+// lands in bit 15 (and 14, cleared), the exponent and mantissa under it: E4M3's 4-bit
+// exponent of bias 7 in f16's 5-bit one of bias 15, so each f16 is the code's value times 2^-8.
 inline __m512 codes_as_f32(__m256i c) {
-  const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(c, _mm256_set1_epi16(0x80)), 8);
-  const __m256i rest = _mm256_slli_epi16(_mm256_and_si256(c, _mm256_set1_epi16(0x7f)), 7);
-  return _mm512_cvtph_ps(_mm256_or_si256(sign, rest));
+  return _mm512_cvtph_ps(_mm256_and_si256(_mm256_slli_epi16(c, 7), _mm256_set1_epi16(-16385)));
 }
 
 inline void decode(const uint8_t* block, __m512* out) {
@@ -38,8 +38,8 @@ inline void decode(const uint8_t* block, __m512* out) {
   std::memcpy(&scale, block, 4);
   const __m512 s = _mm512_set1_ps(scale * 256.0f);
   const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 4));
-  out[0] = _mm512_mul_ps(codes_as_f32(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(c))), s);
-  out[1] = _mm512_mul_ps(codes_as_f32(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(c, 1))), s);
+  out[0] = _mm512_mul_ps(codes_as_f32(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(c))), s);
+  out[1] = _mm512_mul_ps(codes_as_f32(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(c, 1))), s);
 }
 
 // 4 x rows by 6 weight rows as the f32 tiles (kernels_avx512.cpp); 8 rows for one x row.
@@ -47,7 +47,6 @@ constexpr int kTileRows = 4, kTileCols = 6, kRowCols = 8;
 
 }  // namespace
 
-#define LATHE_BLOCK_GEMM_ROWS fp8_gemm_rows
 #include "backends/cpu/block_kernels.inc"
 
-}  // namespace lathe::cpu::avx512
+}  // namespace lathe::cpu::avx512::fp8

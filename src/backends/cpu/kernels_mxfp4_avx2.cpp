@@ -10,7 +10,7 @@
 
 #include "backends/cpu/block_kernels.h"
 
-namespace lathe::cpu::avx2 {
+namespace lathe::cpu::avx2::mxfp4 {
 namespace {
 
 struct V {
@@ -18,6 +18,7 @@ struct V {
   static constexpr int kLanes = 8;
   static R zero() { return _mm256_setzero_ps(); }
   static R load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
   static R fma(R a, R b, R acc) { return _mm256_fmadd_ps(a, b, acc); }
   static float sum(R v) {
     const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -54,7 +55,6 @@ constexpr int kTileRows = 4, kTileCols = 3, kRowCols = 8;
 
 }  // namespace
 
-#define LATHE_BLOCK_GEMM_ROWS mxfp4_gemm_rows
 #include "backends/cpu/block_kernels.inc"
 
-}  // namespace lathe::cpu::avx2
+}  // namespace lathe::cpu::avx2::mxfp4

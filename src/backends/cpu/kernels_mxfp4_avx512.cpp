@@ -11,7 +11,7 @@
 #include "backends/cpu/avx512_common.h"
 #include "backends/cpu/block_kernels.h"
 
-namespace lathe::cpu::avx512 {
+namespace lathe::cpu::avx512::mxfp4 {
 namespace {
 
 struct V {
@@ -19,6 +19,7 @@ struct V {
   static constexpr int kLanes = 16;
   static R zero() { return _mm512_setzero_ps(); }
   static R load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, R v) { _mm512_storeu_ps(p, v); }
   static R fma(R a, R b, R acc) { return _mm512_fmadd_ps(a, b, acc); }
   static float sum(R v) { return avx512_common::hsum512(v); }
 };
@@ -49,7 +50,6 @@ constexpr int kTileRows = 4, kTileCols = 6, kRowCols = 8;
 
 }  // namespace
 
-#define LATHE_BLOCK_GEMM_ROWS mxfp4_gemm_rows
 #include "backends/cpu/block_kernels.inc"
 
-}  // namespace lathe::cpu::avx512
+}  // namespace lathe::cpu::avx512::mxfp4

@@ -122,7 +122,8 @@ void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias
     return qmatmul_fast(x, w, w_dtype, bias, y, m, n, k, scratch, pool, quant_kernel(),
                         s.tasks_per_thread);
   if (is_block_type(w_dtype))
-    return block_matmul_fast(x, w, w_dtype, bias, y, m, n, k, pool, s.tasks_per_thread);
+    return block_matmul_fast(x, w, w_dtype, bias, y, m, n, k, pool, s.tasks_per_thread,
+                             s.row_block);
   const Isa isa = active_isa();
   if (w_dtype == DType::BF16) {
     const auto* wb = static_cast<const uint16_t*>(w);
