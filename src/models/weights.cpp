@@ -11,8 +11,8 @@ namespace {
 
 DType default_matrix_dtype(const Checkpoint& ckpt) {
   // The dtype most of the checkpoint's bytes are in decides; F16 computes from F32.
-  // Packed quantized data (MXFP4's U8 blocks and scales, FP8 codes) is dequantized into the
-  // matrix dtype and does not count.
+  // Packed quantized data (MXFP4's U8 blocks and scales, FP8 codes) is repacked into its own
+  // type, or dequantized into the matrix dtype, and does not count.
   uint64_t bf16 = 0, other = 0;
   for (const auto& name : ckpt.tensor_names()) {
     const auto& e = ckpt.entry(name);
@@ -37,8 +37,8 @@ Weights::Weights(const Checkpoint& ckpt, std::optional<DType> matrix_dtype, bool
       fp8_native_(fp8_native) {
   if (matrix_dtype_ != DType::F32 && matrix_dtype_ != DType::BF16)
     fail("weights can be computed in f32 or bf16, not ", dtype_name(matrix_dtype_));
-  // Quantized checkpoints lathe reads: block-scaled FP8 (its F8_E4M3 matrices are dequantized
-  // by matrix()) and MXFP4 (GptOss's experts, through mxfp4()). Others (GPTQ, AWQ,
+  // Quantized checkpoints lathe reads: block-scaled FP8 (its F8_E4M3 matrices repacked or
+  // dequantized by matrix()) and MXFP4 (GptOss's experts, through mxfp4()). Others (GPTQ, AWQ,
   // bitsandbytes, ...) hold tensors lathe cannot compute with: one error names the method.
   const Json& config = ckpt_.config();
   if (config.is_object() && config.contains("quantization_config")) {
