@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 
+#include "backends/cpu/isa.h"
 #include "core/mxfp4.h"
 #include "graph/quantize.h"
 #include "io/hub_http.h"
@@ -164,10 +165,13 @@ TEST(Mxfp4Native, NativeAndDequantizedPathsPassTheGoldens) {
       EXPECT_EQ(native.decode.nmse, dequantized.decode.nmse);
     }
   }
-  // bf16 storage: the dequantized experts are exact in bf16, the rounded goldens hold.
+  // bf16 storage: the dequantized experts are exact in bf16, the rounded goldens hold (to
+  // bf16's tolerance on the opt-in avx512bf16 level, which rounds the activations of bf16
+  // matrices too, as golden_test.cpp's expect_rounded_match holds it).
   const GoldenCheck bf16 = check(dir.path() / "b", false, false, DType::BF16);
   ASSERT_TRUE(bf16.rounded);
-  EXPECT_LE(bf16.rounded->logits.nmse, kF32Nmse);
+  EXPECT_LE(bf16.rounded->logits.nmse,
+            cpu::active_isa() == cpu::Isa::Avx512Bf16 ? kBf16Nmse : kF32Nmse);
 }
 
 using testing::weight_bytes;

@@ -212,7 +212,7 @@ void route(const float* logits, const float* bias, int64_t tokens, int64_t exper
 namespace {
 
 // The workspace of experts(): each token's k weighted outputs, then one expert's rows (its
-// tokens gathered, gate and up, down), then matmul scratch; the slot lists as int32 last.
+// tokens gathered, gate and up, down), then the slot lists as int32, then matmul scratch.
 struct ExpertsWorkspace {
   float *slots, *x, *gate, *up, *down;
   void* scratch;
@@ -223,24 +223,19 @@ size_t slot_floats(int64_t tokens, int64_t dim, int64_t inter, int64_t k) {
   return static_cast<size_t>(tokens * k * dim + 2 * tokens * dim + 2 * tokens * inter);
 }
 
-ExpertsWorkspace carve(const ExpertsArgs& a, bool reference) {
+// The slot lists come before the matmul scratch, so that carving needs no scratch size (the
+// workspace holds the most any of the node's matrices needs: experts_workspace_floats).
+ExpertsWorkspace carve(const ExpertsArgs& a) {
   ExpertsWorkspace w;
   w.slots = a.workspace;
   w.x = w.slots + a.tokens * a.k * a.dim;
   w.gate = w.x + a.tokens * a.dim;
   w.up = w.gate + a.tokens * a.inter;
   w.down = w.up + a.tokens * a.inter;
-  float* end = w.down + a.tokens * a.dim;
-  w.scratch = end;
-  size_t scratch = 0;
-  for (int64_t e = 0; e < a.experts; ++e)
-    for (int i = 0; i < 3; ++i)
-      if (const Tensor* t = a.weights[graph::kExpertInputs * e + i])
-        scratch = std::max(scratch,
-                           experts_scratch_bytes(t->dtype(), a.tokens, a.dim, a.inter, reference));
-  w.count = reinterpret_cast<int32_t*>(end + (scratch + sizeof(float) - 1) / sizeof(float));
+  w.count = reinterpret_cast<int32_t*>(w.down + a.tokens * a.dim);
   w.order = w.count + a.experts + 1;
   w.next = w.order + a.tokens * a.k;
+  w.scratch = w.next + a.experts;
   return w;
 }
 
@@ -276,7 +271,7 @@ void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
   const int64_t n = a.tokens, k = a.k, d = a.dim, inter = a.inter;
   const Tensor* const* first = a.weights;  // the first expert held (expert parallelism)
   while (!first[1]) first += graph::kExpertInputs;
-  ExpertsWorkspace ws = carve(a, reference);
+  ExpertsWorkspace ws = carve(a);
   const float* weights = a.route;
   const float* ids = a.route + n * k;
   // Slots (token, j) grouped by expert, tokens in order within each (a counting sort).
