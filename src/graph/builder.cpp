@@ -185,8 +185,8 @@ Value Builder::softcap(Value x, float cap) {
   return unary(Op::Softcap, x, {.softcap = cap});
 }
 
-Value Builder::clamp(Value x, float limit) {
-  return unary(Op::Clamp, x, {.limit = limit});
+Value Builder::clamp(Value x, float limit, bool upper_only) {
+  return unary(Op::Clamp, x, {.limit = limit, .upper_only = upper_only});
 }
 
 Value Builder::xielu(Value x, float alpha_p, float alpha_n, float beta, float eps) {
@@ -212,7 +212,7 @@ Value Builder::rope_tables(const RopeSchedule& rope, Value positions) {
                    .rope = &rope});
 }
 
-Value Builder::rope(Value x, Value tables, RopeLayout layout) {
+Value Builder::rope(Value x, Value tables, RopeLayout layout, bool tail, bool inverse) {
   expect_f32(x, "rope", "input");
   expect_f32(tables, "rope", "tables");
   const Shape& t = shape(tables);
@@ -221,15 +221,27 @@ Value Builder::rope(Value x, Value tables, RopeLayout layout) {
     fail("internal: rope: x ", shape_str(shape(x)), " with tables ", shape_str(t));
   Node n{.op = Op::Rope, .inputs = {x, tables}, .shape = shape(x)};
   n.params.layout = layout;
+  n.params.tail = tail;
+  n.params.inverse = inverse;
   return add_node(std::move(n));
 }
 
 Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Value slopes,
                          Value sinks, Value chosen) {
   expect_f32(q, "attention", "q");
-  if (chosen.valid() && (node(chosen).op != Op::Indexer || dim(chosen, 0) != dim(q, 0) ||
-                         p.kv_read_only || p.window > 0 || p.chunk > 0 || p.softcap > 0 ||
-                         p.bias != PositionBias::None || sinks.valid()))
+  if (p.compressor >= 0 && (p.kv_read_only || p.value_dim <= 0 || p.chunk > 0 || p.softcap > 0 ||
+                            p.bias != PositionBias::None))
+    fail(
+        "internal: attention: compressed entries are read with the values in the keys, "
+        "without a chunk, cap or position bias");
+  if (chosen.valid() && p.compressor >= 0 &&
+      (node(chosen).op != Op::Indexer || dim(chosen, 0) != dim(q, 0)))
+    fail("internal: attention: chosen entries ", shape_str(shape(chosen)), " for q ",
+         shape_str(shape(q)), " must come from an indexer");
+  if (chosen.valid() && p.compressor < 0 &&
+      (node(chosen).op != Op::Indexer || dim(chosen, 0) != dim(q, 0) || p.kv_read_only ||
+       p.window > 0 || p.chunk > 0 || p.softcap > 0 || p.bias != PositionBias::None ||
+       sinks.valid()))
     fail("internal: attention: chosen keys ", shape_str(shape(chosen)), " for q ",
          shape_str(shape(q)),
          " must come from an indexer, without a window, chunk, cap, position bias or sinks");
@@ -286,14 +298,21 @@ Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Va
   n.params.scale = p.scale;
   n.params.softcap = p.softcap;
   n.params.bias = p.bias;
+  n.params.compressor = p.compressor;
   return add_node(std::move(n));
 }
 
-Value Builder::indexer(Value q, Value k, Value w, int64_t layer, int64_t top_k, float scale) {
+Value Builder::indexer(Value q, Value k, Value w, int64_t layer, int64_t top_k, float scale,
+                       int64_t compressor) {
   expect_f32(q, "indexer", "q");
-  expect_f32(k, "indexer", "k");
   expect_f32(w, "indexer", "weights");
-  const Shape &qs = shape(q), &ks = shape(k), &ws = shape(w);
+  const Shape &qs = shape(q), &ws = shape(w);
+  if (compressor < 0) {
+    expect_f32(k, "indexer", "k");
+  } else if (k.valid()) {
+    fail("internal: indexer: keys from compressor ", compressor, " and a k");
+  }
+  const Shape ks = k.valid() ? shape(k) : Shape{qs.at(0), qs.at(2)};
   if (qs.size() != 3 || ks.size() != 2 || ws.size() != 2 || ks[0] != qs[0] || ks[1] != qs[2] ||
       ws[0] != qs[0] || ws[1] != qs[1] || top_k < 1 || layer < 0)
     fail("internal: indexer: q ", shape_str(qs), ", k ", shape_str(ks), ", weights ", shape_str(ws),
@@ -302,6 +321,46 @@ Value Builder::indexer(Value q, Value k, Value w, int64_t layer, int64_t top_k, 
   n.params.layer = layer;
   n.params.top_k = top_k;
   n.params.scale = scale;
+  n.params.compressor = compressor;
+  return add_node(std::move(n));
+}
+
+Value Builder::hyper_mix(Value mixes, Value base, Value scale, int64_t streams, int64_t iters,
+                         float eps) {
+  expect_f32(mixes, "hyper_mix", "mixes");
+  expect_f32(base, "hyper_mix", "base");
+  expect_f32(scale, "hyper_mix", "scale");
+  const Shape& ms = shape(mixes);
+  const int64_t m = ms.empty() ? 0 : ms.back();
+  const bool head = m == streams;
+  if (ms.size() != 2 || streams < 1 || (!head && m != (2 + streams) * streams) ||
+      shape_numel(shape(base)) != m || shape_numel(shape(scale)) != (head ? 1 : 3) ||
+      (!head && iters < 1))
+    fail("internal: hyper_mix: mixes ", shape_str(ms), ", base ", shape_str(shape(base)),
+         ", scale ", shape_str(shape(scale)), " for ", streams, " streams, ", iters,
+         " Sinkhorn iterations");
+  Node n{.op = Op::HyperMix, .inputs = {mixes, base, scale}, .shape = ms};
+  n.params.top_k = streams;
+  n.params.iters = iters;
+  n.params.eps = eps;
+  return add_node(std::move(n));
+}
+
+Value Builder::compress(Value kv, Value gate, Value ape, Value norm, const RopeSchedule& rope,
+                        const CompressParams& p) {
+  for (auto [v, what] : {std::pair{kv, "kv"}, {gate, "gate"}, {ape, "ape"}, {norm, "norm"}})
+    expect_f32(v, "compress", what);
+  const Shape &ks = shape(kv), &as = shape(ape);
+  const int64_t dim = shape_numel(shape(norm));
+  if (ks.size() != 2 || shape(gate) != ks || as.size() != 2 || as[1] != ks[1] || as[0] < 1 ||
+      (ks[1] != dim && ks[1] != 2 * dim) || p.layer < 0 || p.compressor < 0 || rope.rot_dim() > dim)
+    fail("internal: compress: kv ", shape_str(ks), ", gate ", shape_str(shape(gate)), ", ape ",
+         shape_str(as), ", norm of ", dim, ", rotary of ", rope.rot_dim(), " dims");
+  Node n{.op = Op::Compress, .inputs = {kv, gate, ape, norm}, .shape = {1}, .rope = &rope};
+  n.params.layer = p.layer;
+  n.params.compressor = p.compressor;
+  n.params.eps = p.eps;
+  n.params.layout = p.layout;
   return add_node(std::move(n));
 }
 
@@ -464,7 +523,8 @@ Value Builder::head_linear(Value x, Value w) {
   return add_node({.op = Op::HeadLinear, .inputs = {x, w}, .shape = {xs[0], xs[1], ws[1]}});
 }
 
-Value Builder::route(Value logits, const RouteParams& p, Value bias, Value expert_scale) {
+Value Builder::route(Value logits, const RouteParams& p, Value bias, Value expert_scale,
+                     Value ids) {
   expect_f32(logits, "route", "logits");
   if (shape(logits).size() != 2)
     fail("internal: route: logits ", shape_str(shape(logits)), " must be [tokens, experts]");
@@ -479,7 +539,7 @@ Value Builder::route(Value logits, const RouteParams& p, Value bias, Value exper
   if (bias.valid()) {
     expect_f32(bias, "route", "bias");
     if ((p.routing != Routing::Sigmoid && p.routing != Routing::SoftmaxBiased &&
-         p.routing != Routing::SigmoidTopK) ||
+         p.routing != Routing::SigmoidTopK && p.routing != Routing::SqrtSoftplus) ||
         shape_numel(shape(bias)) != experts)
       fail("internal: route: bias ", shape_str(shape(bias)), " for ", experts, " experts");
   }
@@ -489,9 +549,18 @@ Value Builder::route(Value logits, const RouteParams& p, Value bias, Value exper
       fail("internal: route: expert_scale ", shape_str(shape(expert_scale)), " for ", experts,
            " experts");
   }
+  if (ids.valid()) {
+    expect_f32(ids, "route", "ids");
+    if (p.routing != Routing::SqrtSoftplus || bias.valid() ||
+        shape(ids) != Shape{dim(logits, 0), p.top_k})
+      fail("internal: route: given experts ", shape_str(shape(ids)), " for ",
+           shape_str(shape(logits)), " logits, top ", p.top_k);
+  }
   Node n{.op = Op::Route,
          .inputs = {logits, bias, expert_scale},
          .shape = {2, dim(logits, 0), p.top_k}};
+  // A fourth input only when there is one, so that other graphs keep their hashes.
+  if (ids.valid()) n.inputs.push_back(ids);
   n.params.routing = p.routing;
   n.params.top_k = p.top_k;
   n.params.norm_topk = p.norm_topk;
@@ -515,9 +584,9 @@ Value Builder::experts(Value x, Value route, const std::vector<Expert>& given, A
   if (shape(x).size() != 2 || node(route).op != Op::Route || dim(route, 1) != dim(x, 0))
     fail("internal: experts: input ", shape_str(shape(x)), " with route ", shape_str(shape(route)));
   if (experts.empty()) fail("internal: experts: no experts");
-  if (glu.kind == ExpertGlu::ClampedSwiglu &&
+  if (glu.kind != ExpertGlu::ActMul &&
       (!experts.front().gate.valid() || !std::isfinite(glu.limit) || !std::isfinite(glu.alpha)))
-    fail("internal: experts: the clamped SwiGLU needs gated experts and a finite limit ", glu.limit,
+    fail("internal: experts: a clamped GLU needs gated experts and a finite limit ", glu.limit,
          " and alpha ", glu.alpha);
   Node n{.op = Op::Experts, .inputs = {x, route}, .shape = shape(x)};
   n.params.act = act;

@@ -70,11 +70,14 @@ class Builder {
   Value scale(Value x, float s);
   Value divide(Value x, float divisor);
   Value softcap(Value x, float cap);
-  Value clamp(Value x, float limit);
+  // clamp(x, -limit, limit); upper_only: min(x, limit).
+  Value clamp(Value x, float limit, bool upper_only = false);
   Value xielu(Value x, float alpha_p, float alpha_n, float beta, float eps);
   Value reshape(Value x, Shape shape);
   Value rope_tables(const RopeSchedule& rope, Value positions);
-  Value rope(Value x, Value tables, RopeLayout layout);
+  // The first rot dims of each head rotated (tail: the last rot dims), by theta (inverse: by
+  // -theta, undoing a rotation).
+  Value rope(Value x, Value tables, RopeLayout layout, bool tail = false, bool inverse = false);
   struct AttentionParams {
     int64_t layer = 0;
     int64_t window = 0;  // 0: attend to every earlier position
@@ -90,6 +93,10 @@ class Builder {
     bool kv_read_only = false;
     // > 0: Llama 4's chunked attention, each query within its chunk of positions (Params::chunk).
     int64_t chunk = 0;
+    // >= 0: DeepseekV4. The keys (values in their first value_dim dims) are followed by the
+    // entries of the layer's compressor `compressor` that the query sees (Op::Compress), in
+    // the same softmax; `chosen` then picks among those entries (-1: none).
+    int64_t compressor = -1;
   };
   // q and k [n, (kv_)heads, head_dim], v [n, kv_heads, v_dim] -> [n, heads, v_dim]. With a
   // position bias, `slopes` is a Weight of `heads` F32 values. `sinks` (may be invalid): `heads`
@@ -103,7 +110,26 @@ class Builder {
   // weights w [n, heads] -> each query's top_k key positions [n, top_k] I32, ascending, -1
   // past the visible ones. k is appended to cache layer `layer`'s index keys
   // (LayerStateSpec::index_dim); `scale` multiplies each head's dot product before its relu.
-  Value indexer(Value q, Value k, Value w, int64_t layer, int64_t top_k, float scale);
+  // With compressor >= 0 and k invalid: scores the entries of that compressor of the layer
+  // instead (DeepseekV4's indexer), each entry w visible to a query at p when
+  // w < (p + 1) / rate.
+  Value indexer(Value q, Value k, Value w, int64_t layer, int64_t top_k, float scale,
+                int64_t compressor = -1);
+  // DeepseekV4's hyper-connection weights (Op::HyperMix): mixes [n, (2 + streams) streams]
+  // with base and scale [3] -> pre, post and the transposed Sinkhorn-normalised comb; or
+  // mixes [n, streams] with scale [1] -> pre only (the hyper head).
+  Value hyper_mix(Value mixes, Value base, Value scale, int64_t streams, int64_t iters, float eps);
+  struct CompressParams {
+    int64_t layer = 0, compressor = 0;
+    float eps = 0;  // the entries' RMSNorm
+    RopeLayout layout = RopeLayout::Interleaved;
+  };
+  // DeepseekV4's compressor (Op::Compress): kv and gate [n, width] (width dim, or 2 dim with
+  // the overlapping windows), ape [rate, width], norm [dim]. Appends to the cache; ordered
+  // before the attention and indexer that read its entries. The entries' last 2 * half dims
+  // are rotated by `rope` at each window's first position.
+  Value compress(Value kv, Value gate, Value ape, Value norm, const RopeSchedule& rope,
+                 const CompressParams& p);
   Value rows(Value x, Value indices);
   Value concat(Value a, Value b);
   // x [n, heads, k] with w [heads, m, k] (F32 or BF16): each head's rows times its matrix.
@@ -153,7 +179,10 @@ class Builder {
   // e_score_correction_bias) moves the choice, not the weights; may be invalid.
   // `expert_scale` [experts] (may be invalid): each chosen weight, once normalised and scaled,
   // times its expert's value (Gemma4TextRouter's per_expert_scale).
-  Value route(Value logits, const RouteParams& p, Value bias = {}, Value expert_scale = {});
+  // `ids` [n, k] (SqrtSoftplus only; may be invalid): the experts, as exact integers in f32
+  // (DeepseekV4HashRouter's tid2eid rows), weighted by their scores.
+  Value route(Value logits, const RouteParams& p, Value bias = {}, Value expert_scale = {},
+              Value ids = {});
   // One expert's matrices, as Linear weights: gate and up [inter, dim], down [dim, inter]; gate
   // invalid for an ungated expert (down(act(up x))). Biases (each may be invalid) are F32
   // [inter], [inter], [dim], added after each product (GptOssExperts).

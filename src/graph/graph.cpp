@@ -75,6 +75,10 @@ const char* op_name(Op op) {
       return "all_reduce";
     case Op::AllGather:
       return "all_gather";
+    case Op::HyperMix:
+      return "hyper_mix";
+    case Op::Compress:
+      return "compress";
   }
   return "?";
 }
@@ -117,10 +121,11 @@ uint64_t Graph::hash(bool shapes) const {
          {static_cast<int>(p.act), static_cast<int>(p.layout), static_cast<int>(p.bias),
           static_cast<int>(p.routing), static_cast<int>(p.norm_topk), static_cast<int>(p.glu),
           static_cast<int>(p.kv_read_only), static_cast<int>(p.scale_inputs),
-          static_cast<int>(p.id_range), static_cast<int>(p.stat), static_cast<int>(p.binary)})
+          static_cast<int>(p.id_range), static_cast<int>(p.stat), static_cast<int>(p.binary),
+          static_cast<int>(p.upper_only), static_cast<int>(p.tail), static_cast<int>(p.inverse)})
       h.add(v);
     for (int64_t v : {p.layer, p.window, p.value_dim, p.id_offset, p.input_slot, p.top_k, p.groups,
-                      p.top_groups, p.slice_start, p.state_slot, p.chunk})
+                      p.top_groups, p.slice_start, p.state_slot, p.chunk, p.compressor, p.iters})
       h.add(v);
     if (n.op == Op::Weight) {
       h.shape(n.constant.shape());

@@ -31,41 +31,44 @@ class RopeSchedule {
 // What a node computes. Every op's inputs, parameters and output are described beside it;
 // the builder (graph/builder.h) checks them when the node is made.
 enum class Op : uint8_t {
-  Input,           // a step input bound at execution: tokens, positions, logit rows (I32)
-  Weight,          // a constant tensor (a weight, mapped or converted once at load)
-  Embedding,       // rows of weight [vocab, dim] at ids (+ offset) -> [n, dim] F32; an id
-                   // outside the table fails, or reads zeros or row 0 (Params::id_range)
-  Linear,          // x [.., k] . w[n, k]^T (+ bias[n]) -> [.., n]
-  RmsNorm,         // x / rms(x) * (weight + offset), over the last dimension
-  LayerNorm,       // torch LayerNorm over the last dimension; weight, bias optional
-  ActMul,          // act(gate) * up
-  Activation,      // act(x)
-  Add,             // a + b
-  Scale,           // x * scale
-  Divide,          // x / scale (GraniteForCausalLM divides its logits)
-  Softcap,         // cap * tanh(x / cap)
-  Clamp,           // clamp(x, -limit, limit)
-  Xielu,           // xIELU with formed coefficients
-  Reshape,         // the same data under another shape (a view: no copy, no buffer of its own)
-  RopeTables,      // cos and sin [2, n, rot/2] for the step's positions (per sequence)
-  Rope,            // rotary embedding of x [n, heads, head_dim] with tables [2, n, rot/2]
-  Attention,       // appends k, v to the layer's cache at the step's positions; causal attention
-                   // (with value_dim and no v: the values are the keys' first value_dim dims;
-                   // with sinks [heads]: each head's learned logit joins its softmax's denominator;
-                   // with a chunk, within the query's chunk of positions only; with chosen
-                   // [n, top_k] I32 from an Indexer: over those key positions only)
-  Rows,            // rows of x [n, dim] at indices [r] -> [r, dim]
-  Route,           // router logits [n, experts] (+ bias [experts]) -> [2, n, k]: each token's k
-                   // expert weights (plane 0) and expert ids (plane 1, exact integers in f32)
-  Experts,         // x [n, dim], route [2, n, k], then kExpertInputs per expert (gate, up, down
-                   // weights and their optional biases) -> [n, dim]: sum over the token's k experts
-                   // of weight * down(glu(gate x, up x)), glu as Params::glu says (with
-                   // scale_inputs: of down(glu(gate (weight x), up (weight x))))
-  Concat,          // a [.., m], b [.., n] with equal leading dimensions -> [.., m + n]
-  HeadLinear,      // x [n, heads, k] . w[heads, m, k]^T per head -> [n, heads, m] (MLA)
-  Slice,           // columns [slice_start, slice_start + m) of x [.., cols] -> [.., m]
-  CausalConv,      // x [n, ch], w [ch, kernel] (+ bias [ch]) -> [n, ch]: each sequence's depthwise
-                   // causal convolution, its last kernel - 1 inputs kept in the layer's state
+  Input,       // a step input bound at execution: tokens, positions, logit rows (I32)
+  Weight,      // a constant tensor (a weight, mapped or converted once at load)
+  Embedding,   // rows of weight [vocab, dim] at ids (+ offset) -> [n, dim] F32; an id
+               // outside the table fails, or reads zeros or row 0 (Params::id_range)
+  Linear,      // x [.., k] . w[n, k]^T (+ bias[n]) -> [.., n]
+  RmsNorm,     // x / rms(x) * (weight + offset), over the last dimension
+  LayerNorm,   // torch LayerNorm over the last dimension; weight, bias optional
+  ActMul,      // act(gate) * up
+  Activation,  // act(x)
+  Add,         // a + b
+  Scale,       // x * scale
+  Divide,      // x / scale (GraniteForCausalLM divides its logits)
+  Softcap,     // cap * tanh(x / cap)
+  Clamp,       // clamp(x, -limit, limit); with upper_only, min(x, limit)
+  Xielu,       // xIELU with formed coefficients
+  Reshape,     // the same data under another shape (a view: no copy, no buffer of its own)
+  RopeTables,  // cos and sin [2, n, rot/2] for the step's positions (per sequence)
+  Rope,        // rotary embedding of x [n, heads, head_dim] with tables [2, n, rot/2]: the first
+               // rot dims of each head (with tail, the last rot dims; with inverse, by -theta)
+  Attention,   // appends k, v to the layer's cache at the step's positions; causal attention
+               // (with value_dim and no v: the values are the keys' first value_dim dims;
+               // with sinks [heads]: each head's learned logit joins its softmax's denominator;
+               // with a chunk, within the query's chunk of positions only; with chosen
+               // [n, top_k] I32 from an Indexer: over those key positions only; with a
+               // compressor >= 0, also over that compressor's entries visible to the
+               // query (Op::Compress), then `chosen` picks among the entries, not keys)
+  Rows,        // rows of x [n, dim] at indices [r] -> [r, dim]
+  Route,       // router logits [n, experts] (+ bias [experts]) -> [2, n, k]: each token's k
+               // expert weights (plane 0) and expert ids (plane 1, exact integers in f32)
+  Experts,     // x [n, dim], route [2, n, k], then kExpertInputs per expert (gate, up, down
+               // weights and their optional biases) -> [n, dim]: sum over the token's k experts
+               // of weight * down(glu(gate x, up x)), glu as Params::glu says (with
+               // scale_inputs: of down(glu(gate (weight x), up (weight x))))
+  Concat,      // a [.., m], b [.., n] with equal leading dimensions -> [.., m + n]
+  HeadLinear,  // x [n, heads, k] . w[heads, m, k]^T per head -> [n, heads, m] (MLA)
+  Slice,       // columns [slice_start, slice_start + m) of x [.., cols] -> [.., m]
+  CausalConv,  // x [n, ch], w [ch, kernel] (+ bias [ch]) -> [n, ch]: each sequence's depthwise
+               // causal convolution, its last kernel - 1 inputs kept in the layer's state
   GatedDeltaRule,  // q, k [n, k_heads, k_dim], v [n, v_heads, v_dim], a, b [n, v_heads],
                    // A_log, dt_bias [v_heads] -> [n, v_heads, v_dim]: Gated DeltaNet's linear
                    // attention, its [v_heads, k_dim, v_dim] matrix kept in the layer's state
@@ -79,11 +82,29 @@ enum class Op : uint8_t {
   Indexer,    // q [n, heads, dim], k [n, dim], w [n, heads] -> [n, top_k] I32: appends k to the
               // layer's index-key cache; each query's top_k key positions by
               // sum_h w_h relu(scale q_h . k_j) over the keys it sees (DeepSeek sparse
-              // attention's lightning indexer), ascending, then -1 where fewer are visible
+              // attention's lightning indexer), ascending, then -1 where fewer are visible.
+              // With a compressor >= 0 and no k: over that compressor's entries instead
+              // (DeepseekV4's indexer), each visible as Op::Compress says
   AllReduce,  // x summed over the ranks of a sharded run (Node::comm), added in rank order so
               // every rank gets the same bits (after a row-parallel Linear)
   AllGather,  // x [.., m] -> [.., m * ranks]: every rank's x side by side along the last
               // dimension, in rank order (column-parallel logits, a cross-head norm's input)
+  HyperMix,   // mixes [n, m], base [m], scale [3] (or [1]) -> [n, m]: DeepseekV4's
+              // hyper-connection weights from their projections, for hc streams.
+              // m = (2 + hc) hc: pre = sigmoid(mix s0 + b) + eps, post = 2 sigmoid(mix s1 + b),
+              // then comb [hc, hc] = softmax(mix s2 + b) over each row + eps, normalised by
+              // columns, then `iters` - 1 times by rows and columns (Sinkhorn), stored
+              // transposed (out[j][i] = comb[i][j]) so that comb^T . streams is a plain
+              // BatchMatmul. m = hc: pre only (the hyper head)
+  Compress,  // kv, gate [n, c * dim], ape [rate, c * dim], norm [dim] -> [1] (unused): DeepseekV4's
+             // compressor `compressor` of cache layer `layer`. Each window of `rate`
+             // positions that closes in the step becomes one entry appended to the layer's
+             // entries: per channel the softmax over the window's gate + ape of the kv,
+             // summed, RMS-normed, then its last rot dims rotated (interleaved, by Node::rope)
+             // at the window's first position. c = 2 (overlap): channels [dim, 2 dim) of the
+             // window and [0, dim) of the window before it, 2 rate slots. The rows of the last
+             // 2 rate positions wait in the cache. Entry w is visible to a query at p when
+             // w < (p + 1) / rate
 };
 const char* op_name(Op op);
 
@@ -117,6 +138,9 @@ enum class PositionBias : uint8_t { None, Alibi, AlibiFalcon };
 //                Params::scale_inputs).
 // Weights are then divided by their sum when `norm_topk` is set (adding eps to the sum) and
 // multiplied by `scale` (routed_scaling_factor).
+//   SqrtSoftplus: scores sqrt(softplus(logit)), the k largest of score + bias in
+//                torch.topk's order, weighted by the scores (DeepseekV4TopKRouter); with ids
+//                [n, k] given (DeepseekV4HashRouter's tid2eid rows), those experts instead.
 enum class Routing : uint8_t {
   SoftmaxTopK,
   TopKSoftmax,
@@ -125,14 +149,16 @@ enum class Routing : uint8_t {
   SoftmaxBiased,
   SigmoidTopK,
   SparseMixer,
-  TopKSigmoid
+  TopKSigmoid,
+  SqrtSoftplus
 };
 // How an Experts node joins each expert's gate and up projections (biases added) into the
 // input of its down projection:
 //   ActMul:        act(gate) * up, act as Params::act (Mixtral, Qwen2Moe, ...);
 //   ClampedSwiglu: g = min(gate, limit), u = clamp(up, -limit, limit), then
-//                  (u + 1) * g * sigmoid(g * alpha) (GptOssExperts._apply_gate).
-enum class ExpertGlu : uint8_t { ActMul, ClampedSwiglu };
+//                  (u + 1) * g * sigmoid(g * alpha) (GptOssExperts._apply_gate);
+//   ClampedSilu:   silu(min(gate, limit)) * clamp(up, -limit, limit) (DeepseekV4Experts).
+enum class ExpertGlu : uint8_t { ActMul, ClampedSwiglu, ClampedSilu };
 // What an Embedding node reads for an id outside its table:
 //   Fail:       an error naming the id;
 //   Zeros:      a row of zeros (tables that split a vocabulary into ranges, each read by its
@@ -174,7 +200,7 @@ struct Params {
   // Route (scale: routed scaling factor, eps: added to the sum that norm_topk divides by).
   Routing routing = Routing::SoftmaxTopK;
   bool norm_topk = false;
-  int64_t top_k = 0;                   // Route: experts per token; Indexer: keys per query
+  int64_t top_k = 0;  // Route: experts per token; Indexer: keys per query; HyperMix: streams
   int64_t groups = 0, top_groups = 0;  // Sigmoid: experts in `groups` groups, best top_groups
   // Experts (ClampedSwiglu: limit is the clamp, alpha the sigmoid's gain).
   ExpertGlu glu = ExpertGlu::ActMul;
@@ -188,6 +214,11 @@ struct Params {
   // (Llama4TextMoe's routed_in = hidden_states * router_scores).
   int64_t chunk = 0;
   bool scale_inputs = false;
+  bool upper_only = false;  // Clamp: min(x, limit)
+  bool tail = false;        // Rope: rotate each head's last rot dims (DeepseekV4's [nope | rope])
+  bool inverse = false;     // Rope: rotate by -theta (sin negated)
+  int64_t compressor = -1;  // Compress, Attention, Indexer: which of the layer's compressors
+  int64_t iters = 0;        // HyperMix: Sinkhorn iterations
 };
 
 // The step inputs an Input node can be bound to.

@@ -56,6 +56,13 @@ KVCache::KVCache(const std::vector<LayerStateSpec>& specs, int64_t max_seq_len,
         fail("internal: index keys on a layer that is not full attention");
       l.index_k = Tensor::zeros(DType::F32, {l.slots, s.index_dim});
     }
+    for (const LayerStateSpec::Compressor& c : s.compressors) {
+      if (c.rate <= 0 || c.dim <= 0 || (c.width != c.dim && c.width != 2 * c.dim))
+        fail("internal: a compressor of rate ", c.rate, ", ", c.dim, " dims from ", c.width);
+      l.compressed.push_back({.rate = c.rate,
+                              .entries = Tensor::zeros(DType::F32, {max_seq_len / c.rate, c.dim}),
+                              .recent = Tensor::zeros(DType::F32, {2 * c.rate, 2 * c.width})});
+    }
     layers.push_back(std::move(l));
   }
 }
@@ -73,6 +80,7 @@ uint64_t KVCache::bytes() const {
     if (l.k.defined()) total += l.k.nbytes();
     if (l.v.defined()) total += l.v.nbytes();
     if (l.index_k.defined()) total += l.index_k.nbytes();
+    for (const Layer::Compressed& c : l.compressed) total += c.entries.nbytes() + c.recent.nbytes();
   }
   return total;
 }

@@ -27,6 +27,12 @@ struct LayerStateSpec {
   // FullKV: > 0 when the layer also keeps an index key of index_dim floats per position
   // (DeepSeek sparse attention's indexer, graph Op::Indexer).
   int64_t index_dim = 0;
+  // DeepseekV4's compressors (graph Op::Compress), each making one entry of `dim` floats per
+  // `rate` positions from rows of `width` kv and gate channels (width 2 dim with overlap).
+  struct Compressor {
+    int64_t rate = 0, dim = 0, width = 0;
+  };
+  std::vector<Compressor> compressors = {};
 };
 
 // One sequence's state: KVCache keeps its historical name.
@@ -43,6 +49,15 @@ struct KVCache {
     Tensor index_k = {};
     int64_t slots = 0;
     std::vector<Tensor> states = {};  // Recurrent: as LayerStateSpec::recurrent
+    // LayerStateSpec::compressors: the entries made so far [max_seq / rate, dim] (entry w
+    // from positions [w rate, (w + 1) rate)), and the kv and gate rows (gate with its
+    // position bias added) of the last 2 rate positions, position p in row p % (2 rate)
+    // [2 rate, 2 width]. F32 whatever kv_dtype is.
+    struct Compressed {
+      int64_t rate = 0;
+      Tensor entries = {}, recent = {};
+    };
+    std::vector<Compressed> compressed = {};
   };
   std::vector<Layer> layers;
   int64_t max_seq = 0;

@@ -6,7 +6,7 @@ logits full of ties, the reference for lathe's Route op (tests/backends/moe_test
   order among equal values (which torch leaves to its partial sort) is pinned down;
 - routers: the router modules of transformers (MixtralTopKRouter, Qwen2MoeTopKRouter,
   GraniteMoeTopKRouter, DeepseekV2TopkRouter, DeepseekV3TopkRouter, Ernie4_5_MoeTopKRouter,
-  Lfm2MoeTopKRouter, PhimoeTopKRouter in eval mode, Llama4Router)
+  Lfm2MoeTopKRouter, PhimoeTopKRouter in eval mode, Llama4Router, DeepseekV4TopKRouter)
   called on hidden states equal to the logits
   with an identity router weight, so their logits are exactly the given ones.
 
@@ -20,6 +20,7 @@ import torch
 import transformers
 from transformers.models.deepseek_v2.modeling_deepseek_v2 import DeepseekV2TopkRouter
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3TopkRouter
+from transformers.models.deepseek_v4.modeling_deepseek_v4 import DeepseekV4TopKRouter
 from transformers.models.ernie4_5_moe.modeling_ernie4_5_moe import Ernie4_5_MoeTopKRouter
 from transformers.models.granitemoe.modeling_granitemoe import GraniteMoeTopKRouter
 from transformers.models.lfm2_moe.modeling_lfm2_moe import Lfm2MoeTopKRouter
@@ -141,6 +142,20 @@ def router_cases(gen):
 
         case = run("topk_sigmoid", llama4, logits, k)
         case["module"] = type(router).__name__
+        cases.append(case)
+    # DeepseekV4TopKRouter: sqrt(softplus) scores, the top-k of score + e_score_correction_bias
+    # (torch.topk sorted=False), weights renormalised (+ 1e-20) and scaled. Appended last, so
+    # the cases above keep their random draws.
+    for experts, k, levels, scale in [(8, 2, 3, 1.5), (6, 3, 2, 1.0), (16, 4, 4, 2.5)]:
+        logits = tie_values(gen, (5, experts), levels) - 0.5
+        bias = tie_values(gen, (experts,), 2) - 0.125
+        router = identity_router(DeepseekV4TopKRouter(transformers.DeepseekV4Config(
+            hidden_size=experts, n_routed_experts=experts, num_experts_per_tok=k,
+            routed_scaling_factor=scale)), experts)
+        with torch.no_grad():
+            router.e_score_correction_bias.copy_(bias)
+        case = run("sqrt_softplus", router, logits, k, norm=True, scale=scale, norm_eps=1e-20)
+        case["bias"] = bias.tolist()
         cases.append(case)
     return cases
 

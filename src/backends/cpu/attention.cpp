@@ -3,6 +3,7 @@
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
+#include "core/error.h"
 
 namespace lathe::cpu {
 namespace {
@@ -56,12 +57,36 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
     scores[i - first] = s;
     max_score = std::max(max_score, s);
   }
+  // DeepseekV4's compressed entries after the keys: the visible ones, or the chosen of them.
+  float* entry_scores = scores + (last - first + 1);
+  int64_t entries = 0;
+  const int32_t* picked = a.chosen ? a.chosen + t * a.chosen_k : nullptr;
+  auto entry = [&](int64_t i) -> int64_t { return picked ? picked[i] : i; };
+  if (a.entries) {
+    const int64_t visible = (p + 1) / a.entry_rate;
+    if (picked) {
+      while (entries < a.chosen_k && picked[entries] >= 0) ++entries;
+    } else {
+      entries = visible;
+    }
+    for (int64_t i = 0; i < entries; ++i) {
+      if (entry(i) >= visible) fail("internal: attention: entry ", entry(i), " not yet visible");
+      const float* k = a.entries + entry(i) * hd;
+      float s = 0.0f;
+      for (int64_t d = 0; d < hd; ++d) s += q[d] * k[d];
+      s *= a.scale;
+      entry_scores[i] = s;
+      max_score = std::max(max_score, s);
+    }
+  }
   float sum = 0.0f;
   for (int64_t i = first; i <= last; ++i) {
     const float e = std::exp(scores[i - first] - max_score);
     scores[i - first] = e;
     sum += e;
   }
+  for (int64_t i = 0; i < entries; ++i)
+    sum += (entry_scores[i] = std::exp(entry_scores[i] - max_score));
   if (a.sinks) sum += std::exp(a.sinks[h] - max_score);
   const int64_t vd = a.v_dim;
   float* out = a.out + (t * a.heads + h) * vd;
@@ -73,10 +98,15 @@ void attend_one(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
                  kvh * a.v_head;
     for (int64_t d = 0; d < vd; ++d) out[d] += w * widen(v[d]);
   }
+  for (int64_t i = 0; i < entries; ++i) {
+    const float w = entry_scores[i] / sum;
+    const float* v = a.entries + entry(i) * hd;
+    for (int64_t d = 0; d < vd; ++d) out[d] += w * v[d];
+  }
 }
 
 void attend_row(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
-  if (a.chosen) {
+  if (a.chosen && !a.entries) {
     if (a.kv_bf16)
       attend_one<uint16_t, true>(a, t, h, scores);
     else
@@ -102,11 +132,12 @@ namespace {
 // output) counted as that many keys.
 int64_t row_cost(const AttentionArgs& a, int64_t t) {
   constexpr int64_t kRowWork = 32;
-  if (a.chosen) return a.chosen_k + kRowWork;  // at most; counting them costs a scan
+  if (a.chosen && !a.entries) return a.chosen_k + kRowWork;  // at most; counting costs a scan
   const int64_t p = a.pos0 + t;
   int64_t first = a.window > 0 ? std::max<int64_t>(0, p - a.window + 1) : 0;
   if (a.chunk > 0) first = std::max(first, p - p % a.chunk);
-  return p - first + 1 + kRowWork;
+  const int64_t entries = a.entries ? (p + 1) / a.entry_rate : 0;
+  return p - first + 1 + entries + kRowWork;
 }
 
 // The first row of chunk c of `chunks`: the row from which the rows before it hold c / chunks
@@ -142,7 +173,7 @@ void attention_fast(const AttentionArgs& a, ThreadPool& pool) {
       float* scores = a.scratch + c * a.scratch_stride;
       const int64_t r0 = chunk_start(a, c, chunks, total);
       const int64_t r1 = chunk_start(a, c + 1, chunks, total);
-      switch (isa) {
+      switch (a.entries ? Isa::Portable : isa) {
         case Isa::Avx512Bf16:
         case Isa::Avx512:
           avx512::attend_rows(a, r0, r1, scores);

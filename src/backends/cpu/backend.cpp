@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/backend.h"
+#include "backends/cpu/dsv4.h"
 #include "backends/cpu/indexer.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
@@ -50,10 +51,20 @@ void position_bias(graph::PositionBias kind, const float* slopes, int64_t heads,
   }
 }
 
-// Floats of one attention scratch row: a score per position, and room for the vector kernels
-// to write whole blocks of 16 past the last one.
-int64_t score_row(int64_t max_context) {
-  return max_context + 16;
+// Floats of one attention scratch row: a score per position (and per compressed entry, at
+// most one per position), and room for the vector kernels to write whole blocks of 16 past
+// the last one.
+int64_t score_row(int64_t max_context, bool entries = false) {
+  return (entries ? 2 : 1) * max_context + 16;
+}
+
+// The compressor `index` of cache layer `layer`, checked.
+KVCache::Layer::Compressed& compressed(KVCache& cache, int64_t layer, int64_t index,
+                                       const char* op) {
+  if (layer < 0 || layer >= static_cast<int64_t>(cache.layers.size()) || index < 0 ||
+      index >= static_cast<int64_t>(cache.layers[static_cast<size_t>(layer)].compressed.size()))
+    fail("internal: ", op, ": cache layer ", layer, " has no compressor ", index);
+  return cache.layers[static_cast<size_t>(layer)].compressed[static_cast<size_t>(index)];
 }
 
 // Appends one segment's keys and values to its cache, then attends over it.
@@ -129,7 +140,7 @@ void attention(const NodeArgs& a, bool reference) {
                             length,
                             l.slots,
                             scratch,
-                            score_row(a.step.max_context),
+                            score_row(a.step.max_context, p.compressor >= 0),
                             v_dim,
                             l.v.defined() ? v_row : kv_row,
                             l.v.defined() ? v_dim : head_dim,
@@ -141,6 +152,14 @@ void attention(const NodeArgs& a, bool reference) {
       args.chosen_k = chosen.dim(1);
       args.chosen = chosen.data<int32_t>() + s.first * args.chosen_k;
     }
+    if (p.compressor >= 0) {  // DeepseekV4: the compressor's entries after the keys
+      const KVCache::Layer::Compressed& c = compressed(cache, p.layer, p.compressor, "attention");
+      if (c.entries.dim(1) != head_dim)
+        fail("internal: attention: entries ", shape_str(c.entries.shape()), " for q ",
+             shape_str(q.shape()));
+      args.entries = c.entries.data<float>();
+      args.entry_rate = c.rate;
+    }
     if (reference)
       cpu::attention_reference(args);
     else
@@ -148,13 +167,34 @@ void attention(const NodeArgs& a, bool reference) {
   }
 }
 
-// Appends each segment's index keys to its cache layer, then chooses each query's keys.
+// Appends each segment's index keys to its cache layer, then chooses each query's keys
+// (with a compressor, chooses among its entries).
 void indexer(const NodeArgs& a, bool reference) {
   const graph::Params& p = a.node.params;
-  const Tensor &q = *a.inputs[0], &k = *a.inputs[1], &w = *a.inputs[2];
+  const Tensor &q = *a.inputs[0], &w = *a.inputs[2];
   const int64_t heads = q.dim(1), dim = q.dim(2);
   for (const graph::Segment& s : a.step.segments) {
     KVCache& cache = *a.step.caches[static_cast<size_t>(s.seq)];
+    if (p.compressor >= 0) {
+      const KVCache::Layer::Compressed& c = compressed(cache, p.layer, p.compressor, "indexer");
+      if (c.entries.dim(1) != dim)
+        fail("internal: indexer: entries ", shape_str(c.entries.shape()), " for q ",
+             shape_str(q.shape()));
+      cpu::IndexerArgs args{q.data<float>() + s.first * heads * dim,
+                            w.data<float>() + s.first * heads,
+                            c.entries.data<float>(),
+                            s.count,
+                            s.pos0,
+                            heads,
+                            dim,
+                            p.top_k,
+                            p.scale,
+                            a.out.mut<int32_t>() + s.first * p.top_k};
+      args.entry_rate = c.rate;
+      cpu::indexer(args, a.workspace, a.step.max_context, reference ? nullptr : &a.pool);
+      continue;
+    }
+    const Tensor& k = *a.inputs[1];
     if (p.layer < 0 || p.layer >= static_cast<int64_t>(cache.layers.size()))
       fail("internal: indexer: layer ", p.layer, " not in the cache");
     KVCache::Layer& l = cache.layers[static_cast<size_t>(p.layer)];
@@ -168,6 +208,21 @@ void indexer(const NodeArgs& a, bool reference) {
                   a.out.mut<int32_t>() + s.first * p.top_k},
                  a.workspace, a.step.max_context, reference ? nullptr : &a.pool);
   }
+}
+
+// DeepseekV4's compressor: each segment's rows into its cache layer's compressor.
+void compress(const NodeArgs& a) {
+  const graph::Params& p = a.node.params;
+  const Tensor &kv = *a.inputs[0], &norm = *a.inputs[3];
+  const int64_t width = kv.dim(1);
+  for (const graph::Segment& s : a.step.segments) {
+    KVCache& cache = *a.step.caches[static_cast<size_t>(s.seq)];
+    cpu::compress({kv.data<float>() + s.first * width, a.inputs[1]->data<float>() + s.first * width,
+                   a.inputs[2]->data<float>(), norm.data<float>(), s.count, s.pos0, width,
+                   norm.numel(), p.eps, a.node.rope, p.layout,
+                   &compressed(cache, p.layer, p.compressor, "compress"), a.workspace});
+  }
+  a.out.mut<float>()[0] = 0.0f;
 }
 
 // The state tensor a recurrent node of segment s reads and updates, checked against the shape
@@ -394,13 +449,16 @@ class CpuBackend : public Backend {
     }
     if (node.op == Op::Indexer)
       return cpu::indexer_workspace_floats(max_context, reference_ ? 1 : threads);
+    if (node.op == Op::Compress) return cpu::compress_scratch_floats(node.rope->rot_dim());
+    if (node.op == Op::Rope && node.params.inverse)  // the tables' sin, negated
+      return static_cast<size_t>(shape_numel(g.at(node.inputs[1]).shape) / 2);
     if (node.op == Op::AllReduce || node.op == Op::AllGather)
       return static_cast<size_t>(shape_numel(g.at(node.inputs[0]).shape) * node.comm->size());
     if (node.op != Op::Attention) return 0;
     const int64_t heads = node.shape[1];
     const int64_t rows = reference_ ? 1 : threads;
     const int64_t bias = node.params.bias != graph::PositionBias::None ? heads * max_context : 0;
-    return static_cast<size_t>(bias + rows * score_row(max_context));
+    return static_cast<size_t>(bias + rows * score_row(max_context, node.params.compressor >= 0));
   }
 
   void run(const NodeArgs& a) const override {
@@ -530,7 +588,10 @@ class CpuBackend : public Backend {
         const float* px = x->data<float>();
         float* o = a.out.mut<float>();
         const float lim = n.params.limit;
-        for (int64_t i = 0; i < numel; ++i) o[i] = std::clamp(px[i], -lim, lim);
+        if (n.params.upper_only)
+          for (int64_t i = 0; i < numel; ++i) o[i] = std::min(px[i], lim);
+        else
+          for (int64_t i = 0; i < numel; ++i) o[i] = std::clamp(px[i], -lim, lim);
         return;
       }
       case Op::Xielu: {
@@ -552,14 +613,18 @@ class CpuBackend : public Backend {
         std::memcpy(a.out.mut<float>(), x->data<float>(), a.out.nbytes());
         const float* cos = t.data<float>();
         const float* sin = cos + tokens * half;
+        if (n.params.inverse) {  // by -theta: a*c - b*(-s) is a*c + b*s exactly
+          for (int64_t i = 0; i < tokens * half; ++i) a.workspace[i] = -sin[i];
+          sin = a.workspace;
+        }
+        // With tail, each head's last 2 * half dims: the same kernel from a later first dim.
+        float* o = a.out.mut<float>() + (n.params.tail ? x->dim(2) - 2 * half : 0);
         switch (n.params.layout) {
           case graph::RopeLayout::HalfSplit:
-            cpu::rope_half_split(a.out.mut<float>(), cos, sin, x->dim(0), x->dim(1), x->dim(2),
-                                 2 * half);
+            cpu::rope_half_split(o, cos, sin, x->dim(0), x->dim(1), x->dim(2), 2 * half);
             return;
           case graph::RopeLayout::Interleaved:
-            cpu::rope_interleaved(a.out.mut<float>(), cos, sin, x->dim(0), x->dim(1), x->dim(2),
-                                  2 * half);
+            cpu::rope_interleaved(o, cos, sin, x->dim(0), x->dim(1), x->dim(2), 2 * half);
             return;
         }
         return;
@@ -572,7 +637,8 @@ class CpuBackend : public Backend {
         return;
       case Op::Route:
         cpu::route(x->data<float>(), f32(a.inputs[1]), x->dim(0), x->dim(1), n.params,
-                   a.out.mut<float>(), a.workspace, f32(a.inputs[2]));
+                   a.out.mut<float>(), a.workspace, f32(a.inputs[2]),
+                   a.inputs.size() > 3 ? f32(a.inputs[3]) : nullptr);
         return;
       case Op::Experts: {
         const int64_t experts = static_cast<int64_t>(a.inputs.size() - 2) / graph::kExpertInputs;
@@ -633,6 +699,14 @@ class CpuBackend : public Backend {
       case Op::AllReduce:
       case Op::AllGather:
         collective(a);
+        return;
+      case Op::HyperMix:
+        cpu::hyper_mix(x->data<float>(), a.inputs[1]->data<float>(), a.inputs[2]->data<float>(),
+                       a.out.mut<float>(), x->dim(0), x->dim(1), n.params.top_k, n.params.iters,
+                       n.params.eps);
+        return;
+      case Op::Compress:
+        compress(a);
         return;
       case Op::Rows: {
         const Tensor& idx = *a.inputs[1];

@@ -32,11 +32,13 @@ RowScratch row_scratch(float* base, int64_t max_context) {
 }
 
 void index_row(const IndexerArgs& a, int64_t t, const RowScratch& r) {
-  const int64_t p = a.pos0 + t, length = a.pos0 + a.tokens;
+  const int64_t p = a.pos0 + t;
+  const int64_t rate = std::max<int64_t>(a.entry_rate, 1);
+  const int64_t length = (a.pos0 + a.tokens) / rate, seen = (p + 1) / rate;
   const float* q = a.q + t * a.heads * a.dim;
   const float* w = a.w + t * a.heads;
   // torch: relu(matmul(q, k^T) * scale), then weights [1, heads] times that [heads, keys].
-  for (int64_t j = 0; j <= p; ++j) {
+  for (int64_t j = 0; j < seen; ++j) {
     const float* k = a.keys + j * a.dim;
     float score = 0.0f;
     for (int64_t h = 0; h < a.heads; ++h) {
@@ -48,14 +50,14 @@ void index_row(const IndexerArgs& a, int64_t t, const RowScratch& r) {
   }
   // The keys this query may not see: masked as transformers masks them before its top-k,
   // all equal and below every visible score.
-  std::fill(r.scores + p + 1, r.scores + length, -INFINITY);
+  std::fill(r.scores + seen, r.scores + length, -INFINITY);
   const int64_t k = std::min(a.top_k, length);
   torch_topk(r.scores, length, k, false, r.ids, r.pairs);
   // Chosen keys the query cannot see (k above its visible count) are dropped; the rest in
   // ascending order, which is the order attention sums them in.
   int64_t kept = 0;
   for (int64_t i = 0; i < k; ++i)
-    if (r.ids[i] <= p) r.ids[kept++] = r.ids[i];
+    if (r.ids[i] < seen) r.ids[kept++] = r.ids[i];
   std::sort(r.ids, r.ids + kept);
   int32_t* out = a.out + t * a.top_k;
   for (int64_t i = 0; i < a.top_k; ++i) out[i] = i < kept ? static_cast<int32_t>(r.ids[i]) : -1;

@@ -19,6 +19,9 @@ struct IndexerArgs {
   int64_t tokens, pos0, heads, dim, top_k;
   float scale;   // softmax_scale, index_head_dim^-0.5
   int32_t* out;  // [tokens, top_k]: ascending positions, then -1
+  // > 0: the keys are DeepseekV4's compressed entries [(pos0 + tokens) / entry_rate, dim],
+  // entry w seen by the query at p when w < (p + 1) / entry_rate.
+  int64_t entry_rate = 0;
 };
 
 // Floats of scratch for `rows` rows computed at once over up to max_context keys.

@@ -49,6 +49,12 @@ struct AttentionArgs {
   // Never with a window, chunk, cap, bias or sinks.
   const int32_t* chosen = nullptr;
   int64_t chosen_k = 0;
+  // DeepseekV4: after the keys, compressed entries [.., head_dim] (f32, their values in the
+  // first v_dim dims), entry w seen by the query at p when w < (p + 1) / entry_rate, in the
+  // same softmax. `chosen` then lists entries, not keys (the keys stay as the window says).
+  // Only the portable row kernel reads them (attention_fast takes it for such layers).
+  const float* entries = nullptr;
+  int64_t entry_rate = 0;
 };
 
 struct DeltaRuleArgs {

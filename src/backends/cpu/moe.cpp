@@ -142,7 +142,8 @@ size_t route_workspace_floats(int64_t experts, int64_t k, int64_t groups) {
 }
 
 void route(const float* logits, const float* bias, int64_t tokens, int64_t experts,
-           const graph::Params& p, float* out, float* workspace, const float* expert_scale) {
+           const graph::Params& p, float* out, float* workspace, const float* expert_scale,
+           const float* given) {
   const int64_t k = p.top_k;
   RouteScratch r = carve_route(workspace, experts, k, std::max<int64_t>(p.groups, 1));
   float* scores = r.scores;
@@ -194,6 +195,26 @@ void route(const float* logits, const float* bias, int64_t tokens, int64_t exper
         for (int64_t j = 0; j < k; ++j) w[j] = scores[ids[j]];
         break;
       }
+      case graph::Routing::SqrtSoftplus:  // DeepseekV4TopKRouter, DeepseekV4HashRouter
+        for (int64_t e = 0; e < experts; ++e) {
+          // torch.nn.functional.softplus (beta 1, threshold 20), then its square root.
+          const float x = l[e];
+          scores[e] = std::sqrt(x > 20.0f ? x : std::log1p(std::exp(x)));
+          r.choice[e] = scores[e] + (bias ? bias[e] : 0.0f);
+        }
+        if (given) {
+          for (int64_t j = 0; j < k; ++j) {
+            const float id = given[t * k + j];
+            if (!(id >= 0 && id < static_cast<float>(experts)) || id != std::floor(id))
+              fail("route: expert id ", id, " of token row ", t, " is not one of the ", experts,
+                   " experts");
+            ids[j] = static_cast<int64_t>(id);
+          }
+        } else {
+          torch_topk(r.choice, experts, k, false, ids, r.pairs);
+        }
+        for (int64_t j = 0; j < k; ++j) w[j] = scores[ids[j]];
+        break;
     }
     if (p.norm_topk) {
       float sum = 0;
@@ -256,6 +277,14 @@ void clamped_swiglu(const float* gate, const float* up, float* y, int64_t n, flo
   }
 }
 
+void clamped_silu(const float* gate, const float* up, float* y, int64_t n, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], limit);
+    const float u = std::clamp(up[i], -limit, limit);
+    y[i] = g / (1.0f + std::exp(-g)) * u;
+  }
+}
+
 size_t experts_scratch_bytes(DType w_dtype, int64_t tokens, int64_t dim, int64_t inter,
                              bool reference) {
   return matmul_scratch_bytes(w_dtype, tokens, std::max(dim, inter), reference);
@@ -294,15 +323,9 @@ void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
       matmul_fast(x, w.data<void>(), w.dtype(), bias_of(bias), y, m, w.dim(0), w.dim(1), ws.scratch,
                   pool);
   };
-  for (int64_t e = 0; e < a.experts; ++e) {
-    const int32_t begin = ws.count[e], m = ws.count[e + 1] - begin;
-    if (m == 0) continue;
-    const int32_t* slots = ws.order + begin;
-    const Tensor* const* ew = a.weights + graph::kExpertInputs * e;
-    if (!ew[1]) {  // another rank's expert: its share is added there (expert parallelism)
-      for (int32_t r = 0; r < m; ++r) std::fill_n(ws.slots + int64_t{slots[r]} * d, d, 0.0f);
-      continue;
-    }
+  // One expert's m rows of slots (their tokens' inputs through the expert, weighted into the
+  // slots' outputs).
+  auto run = [&](const Tensor* const* ew, const int32_t* slots, int32_t m) {
     for (int32_t r = 0; r < m; ++r) {
       float* row = ws.x + int64_t{r} * d;
       const float* src = a.x + (slots[r] / k) * d;
@@ -327,6 +350,9 @@ void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
         case graph::ExpertGlu::ClampedSwiglu:
           clamped_swiglu(ws.gate, ws.up, h, int64_t{m} * inter, a.limit, a.alpha);
           break;
+        case graph::ExpertGlu::ClampedSilu:
+          clamped_silu(ws.gate, ws.up, h, int64_t{m} * inter, a.limit);
+          break;
       }
     } else {
       linear(ws.x, up, ew[4], h, m);
@@ -339,6 +365,19 @@ void experts(const ExpertsArgs& a, bool reference, ThreadPool& pool) {
       float* dst = ws.slots + int64_t{slots[r]} * d;
       for (int64_t i = 0; i < d; ++i) dst[i] = src[i] * w;
     }
+  };
+  for (int64_t e = 0; e < a.experts; ++e) {
+    const int32_t begin = ws.count[e], total = ws.count[e + 1] - begin;
+    const int32_t* slots = ws.order + begin;
+    const Tensor* const* ew = a.weights + graph::kExpertInputs * e;
+    if (!ew[1]) {  // another rank's expert: its share is added there (expert parallelism)
+      for (int32_t r = 0; r < total; ++r) std::fill_n(ws.slots + int64_t{slots[r]} * d, d, 0.0f);
+      continue;
+    }
+    // In batches of at most n rows (the workspace's): a hash router (DeepseekV4) may send one
+    // token to an expert more than once. Rows are computed alone: batching keeps the bits.
+    for (int32_t b = 0; b < total; b += static_cast<int32_t>(n))
+      run(ew, slots + b, static_cast<int32_t>(std::min<int64_t>(n, total - b)));
   }
   // Each token's outputs summed in the route's order (torch: weighted.view(n, k, d).sum(1)).
   for (int64_t t = 0; t < n; ++t) {

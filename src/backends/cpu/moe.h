@@ -26,9 +26,11 @@ void torch_topk(const float* v, int64_t n, int64_t k, bool sorted, int64_t* out,
 // route_workspace_floats() floats of scratch (8-byte aligned); each weight last times
 // expert_scale of its expert where that is given.
 size_t route_workspace_floats(int64_t experts, int64_t k, int64_t groups);
+// `given` [tokens, k] (may be null): the experts as exact integers in f32, for SqrtSoftplus
+// (DeepseekV4's hash routing); an id outside the experts fails.
 void route(const float* logits, const float* bias, int64_t tokens, int64_t experts,
            const graph::Params& p, float* out, float* workspace,
-           const float* expert_scale = nullptr);
+           const float* expert_scale = nullptr, const float* given = nullptr);
 
 struct ExpertsArgs {
   const float* x;      // [tokens, dim]
@@ -48,6 +50,9 @@ struct ExpertsArgs {
 // y = (u + 1) * g * sigmoid(g * alpha). y may be gate.
 void clamped_swiglu(const float* gate, const float* up, float* y, int64_t n, float limit,
                     float alpha);
+// DeepseekV4Experts._apply_gate over n elements: silu(min(gate, limit)) *
+// clamp(up, -limit, limit). y may be gate.
+void clamped_silu(const float* gate, const float* up, float* y, int64_t n, float limit);
 // The matmul scratch an Experts node's matrices of this dtype need; the node takes the most
 // over its matrices (experts of one node may differ: a checkpoint's FP8 or MXFP4 matrices
 // beside plain ones).
