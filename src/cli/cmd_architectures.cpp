@@ -33,8 +33,12 @@ int cmd_architectures(int argc, char** argv) {
     std::cout << "| " << e.name << " | " << e.model_type << " | " << e.notes << " |\n";
   std::cout << "\n## Not implemented yet\n\n"
                "Architectures of the most used models that lathe does not run yet, and what "
-               "each needs beyond what lathe has (the lab names it for such a model).\n\n"
-               "| architecture | what it needs |\n"
+               "each needs beyond what lathe has (the lab names it for such a model).\n\n";
+  if (planned_architectures().empty()) {
+    std::cout << "None at present.\n";
+    return 0;
+  }
+  std::cout << "| architecture | what it needs |\n"
                "| --- | --- |\n";
   for (const auto& e : planned_architectures())
     std::cout << "| " << e.name << " | " << e.needs << " |\n";

@@ -289,8 +289,8 @@ Dsv4Config read_deepseek_v4_config(const Checkpoint& ckpt) {
 }
 
 Dsv4Weights load_deepseek_v4_weights(const Checkpoint& ckpt, const Dsv4Config& c,
-                                     std::optional<DType> matrix_dtype) {
-  Weights w(ckpt, matrix_dtype);
+                                     std::optional<DType> matrix_dtype, bool fp8_native) {
+  Weights w(ckpt, matrix_dtype, fp8_native);
   const Names names = checkpoint_names(w);
   const int64_t h = c.hidden_size, hd = c.head_dim, hc = c.hc_mult;
   const int64_t mixes = (2 + hc) * hc;
@@ -321,10 +321,11 @@ Dsv4Weights load_deepseek_v4_weights(const Checkpoint& ckpt, const Dsv4Config& c
     }
     l.attn_norm = w.vector(p + "attn_norm.weight", {h});
     l.ffn_norm = w.vector(p + "ffn_norm.weight", {h});
-    l.hc_attn_fn = w.matrix(p + "hc_attn_fn", {mixes, hc * h});
+    // The hyper-connections stay F32 (transformers' _keep_in_fp32_modules_strict).
+    l.hc_attn_fn = w.vector(p + "hc_attn_fn", {mixes, hc * h});
     l.hc_attn_base = w.vector(p + "hc_attn_base", {mixes});
     l.hc_attn_scale = w.vector(p + "hc_attn_scale", {3});
-    l.hc_ffn_fn = w.matrix(p + "hc_ffn_fn", {mixes, hc * h});
+    l.hc_ffn_fn = w.vector(p + "hc_ffn_fn", {mixes, hc * h});
     l.hc_ffn_base = w.vector(p + "hc_ffn_base", {mixes});
     l.hc_ffn_scale = w.vector(p + "hc_ffn_scale", {3});
     const std::string f = p + "ffn.";
@@ -345,13 +346,14 @@ Dsv4Weights load_deepseek_v4_weights(const Checkpoint& ckpt, const Dsv4Config& c
     out.layers.push_back(std::move(l));
   }
   out.final_norm = w.vector(names.norm, {h});
-  out.hc_head_fn = w.matrix(names.hc_fn, {hc, hc * h});
+  out.hc_head_fn = w.vector(names.hc_fn, {hc, hc * h});
   out.hc_head_base = w.vector(names.hc_base, {hc});
   out.hc_head_scale = w.vector(names.hc_scale, {1});
   out.lm_head = c.tie_word_embeddings ? out.embed : w.matrix("head.weight", {c.vocab_size, h});
   // DeepSeek's multi-token-prediction layers (transformers' _keys_to_ignore_on_load_unexpected).
   w.ignore_if([](const std::string& n) { return n.rfind("mtp.", 0) == 0; });
   w.finish(c.architecture);
+  out.matrix_dtype = w.matrix_dtype();
   return out;
 }
 

@@ -1,9 +1,7 @@
 // DeepseekV4ForCausalLM: transformers/models/deepseek_v4 (configuration_deepseek_v4.py,
-// modeling_deepseek_v4.py). Not run yet: its graph needs ops the engine lacks (hyper-connection
-// weights with Sinkhorn, the compressors and their decode state, attention over the window
-// and the compressed entries, the indexer over compressed keys, the sqrtsoftplus and hash
-// routers; docs/deepseek-v4.md). What is here reads its config.json as DeepseekV4Config does
-// and its tensors by their checkpoint names, so that the graph can be built on them.
+// modeling_deepseek_v4.py). The config and tensors as DeepseekV4Config and the published
+// checkpoints name them; the model itself (models/deepseek_v4_model.cpp) builds its graph on
+// them (docs/deepseek-v4.md).
 #pragma once
 
 #include <cstdint>
@@ -62,6 +60,7 @@ struct Dsv4Layer {
 };
 
 struct Dsv4Weights {
+  DType matrix_dtype = DType::F32;
   Tensor embed, final_norm, hc_head_fn, hc_head_base, hc_head_scale, lm_head;
   std::vector<Dsv4Layer> layers;
 };
@@ -71,6 +70,6 @@ struct Dsv4Weights {
 // embed, hc_head_fn, head; its multi-token-prediction layers mtp.* are not read, as
 // transformers ignores them). Throws listing every missing, misshapen and unused tensor.
 Dsv4Weights load_deepseek_v4_weights(const Checkpoint& ckpt, const Dsv4Config& c,
-                                     std::optional<DType> matrix_dtype);
+                                     std::optional<DType> matrix_dtype, bool fp8_native = true);
 
 }  // namespace lathe

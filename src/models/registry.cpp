@@ -57,6 +57,7 @@ std::unique_ptr<Model> load_olmo3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_cohere2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_ministral3(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_gpt_oss(const Checkpoint&, const ModelOptions&);
+std::unique_ptr<Model> load_deepseek_v4(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_mamba2(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_granitemoehybrid(const Checkpoint&, const ModelOptions&);
 std::unique_ptr<Model> load_nemotron_h(const Checkpoint&, const ModelOptions&);
@@ -282,6 +283,11 @@ const std::vector<ArchitectureEntry>& architectures() {
        "the text model of the multimodal checkpoint (text_config, model.language_model.) with "
        "the hard-token embedders of the vision and audio ids; the vision and audio towers are "
        "not loaded"},
+      {"DeepseekV4ForCausalLM", "deepseek_v4", load_deepseek_v4,
+       "hyper-connections (hc_mult streams mixed by Sinkhorn-normalised weights); shared-KV "
+       "attention over a sliding window plus the HCA / CSA compressors' entries in one softmax "
+       "with sinks (CSA: those its indexer picks), the output's rotary undone, grouped output "
+       "projection; sqrtsoftplus and hash routers, clamped SwiGLU experts and shared expert"},
       {"Lfm2MoeForCausalLM", "lfm2_moe", load_lfm2_moe,
        "LFM2's hybrid decoder with experts past num_dense_layers: sigmoid router, expert_bias "
        "moves the choice, weights renormalised and scaled"},
@@ -291,12 +297,6 @@ const std::vector<ArchitectureEntry>& architectures() {
 
 const std::vector<PlannedArchitecture>& planned_architectures() {
   static const std::vector<PlannedArchitecture> table = {
-      {"DeepseekV4ForCausalLM",
-       "hyper-connections (streams mixed by Sinkhorn-normalised weights), attention over a "
-       "sliding window and compressed entries in one softmax with sinks (HCA / CSA compressors "
-       "with their own decode state, an indexer over the compressed keys), the output's rotary "
-       "undone, sqrtsoftplus and hash routers, clamped SwiGLU experts; its config and tensors "
-       "are read, the graph's ops are missing (docs/deepseek-v4.md)"},
   };
   return table;
 }

@@ -226,7 +226,17 @@ TpAnalysis analyze_tp(const Graph& g) {
       case Op::Embedding:
         role(node.inputs[0], Role::Vocab, 0);
         break;
-      case Op::Reshape:
+      case Op::Reshape: {
+        out = s(node.inputs[0]);
+        // Heads regrouped [n, heads, d] -> [n, groups, heads * d / groups] (DeepseekV4's
+        // grouped output projection): split by groups, each a whole number of heads.
+        const Shape& in = g.at(node.inputs[0]).shape;
+        if (out.split() && in.size() == 3 && in[1] == out.units && node.shape.size() == 3 &&
+            node.shape[0] == in[0] && node.shape[1] != out.units && node.shape[1] > 0 &&
+            out.units % node.shape[1] == 0)
+          out.units = node.shape[1];
+        break;
+      }
       case Op::Rope:
       case Op::Clamp:
       case Op::Scale:

@@ -1,6 +1,6 @@
 // DeepseekV4ForCausalLM's config and tensors (models/deepseek_v4.h) on its tiny fixture,
-// tests/fixtures/pending/deepseek_v4_hash_csa_hca_sliding: not among the golden fixtures
-// (tests/fixtures/tiny) until lathe runs the architecture (docs/deepseek-v4.md).
+// tests/fixtures/tiny/deepseek_v4_hash_csa_hca_sliding (whose goldens the golden tests
+// check; docs/deepseek-v4.md).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,13 +18,13 @@ using Json = nlohmann::json;
 
 const char* const kFixture = "deepseek_v4_hash_csa_hca_sliding";
 
-std::filesystem::path pending_fixture() {
-  return std::filesystem::path(LATHE_SOURCE_DIR) / "tests/fixtures/pending" / kFixture;
+std::filesystem::path fixture() {
+  return std::filesystem::path(LATHE_SOURCE_DIR) / "tests/fixtures/tiny" / kFixture;
 }
 
 // Builds the fixture's checkpoint into `dir` with `edit` applied to its config.json.
 void build(const testing::ScratchDir& dir, const std::function<void(Json&)>& edit = {}) {
-  build_tiny_checkpoint(pending_fixture(), dir.path(), {});
+  build_tiny_checkpoint(fixture(), dir.path(), {});
   if (!edit) return;
   Json c = Json::parse(testing::read_file(dir.path() / "config.json"));
   edit(c);
@@ -81,7 +81,7 @@ TEST(DeepseekV4, LoadsEveryTensorAndTheHashTable) {
   const Dsv4Config c = read_deepseek_v4_config(ckpt);
   const Dsv4Weights w = load_deepseek_v4_weights(ckpt, c, std::nullopt);
   ASSERT_EQ(w.layers.size(), 4u);
-  const Json manifest = Json::parse(testing::read_file(pending_fixture() / "weights.json"));
+  const Json manifest = Json::parse(testing::read_file(fixture() / "weights.json"));
   int tables = 0;
   for (const Json& t : manifest["tensors"]) {
     const std::string name = t["name"];
