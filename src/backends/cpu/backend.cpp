@@ -219,7 +219,7 @@ void compress(const NodeArgs& a) {
     KVCache& cache = *a.step.caches[static_cast<size_t>(s.seq)];
     cpu::compress({kv.data<float>() + s.first * width, a.inputs[1]->data<float>() + s.first * width,
                    a.inputs[2]->data<float>(), norm.data<float>(), s.count, s.pos0, width,
-                   norm.numel(), p.eps, a.node.rope, p.layout,
+                   norm.numel(), a.inputs[2]->dim(0), p.eps, a.node.rope, p.layout,
                    &compressed(cache, p.layer, p.compressor, "compress"), a.workspace});
   }
   a.out.mut<float>()[0] = 0.0f;

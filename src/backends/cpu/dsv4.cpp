@@ -71,9 +71,11 @@ void compress(const CompressArgs& a) {
   KVCache::Layer::Compressed& c = *a.cache;
   const int64_t rate = c.rate, ring = 2 * rate, width = a.width, dim = a.dim;
   const bool overlap = width == 2 * dim;
-  if (c.recent.dim(0) != ring || c.recent.dim(1) != 2 * width || c.entries.dim(1) != dim)
+  if (c.recent.dim(0) != ring || c.recent.dim(1) != 2 * width || c.entries.dim(1) != dim ||
+      a.ape_rows != rate)
     fail("internal: compress: cache rows ", shape_str(c.recent.shape()), " and entries ",
-         shape_str(c.entries.shape()), " for ", width, " channels of ", dim);
+         shape_str(c.entries.shape()), " for ", width, " channels of ", dim, " and ", a.ape_rows,
+         " position biases");
   float* recent = c.recent.mut<float>();
   const int64_t rot = a.rope->rot_dim(), half = rot / 2;
   float* cos = a.scratch;

@@ -17,9 +17,9 @@ void hyper_mix(const float* mixes, const float* base, const float* scale, float*
 
 struct CompressArgs {
   const float *kv, *gate;  // [tokens, width] of one sequence's step
-  const float* ape;        // [rate, width]: the gate's bias by position in the window
+  const float* ape;        // [ape_rows, width]: the gate's bias by position in the window
   const float* norm;       // [dim]
-  int64_t tokens, pos0, width, dim;
+  int64_t tokens, pos0, width, dim, ape_rows;
   float eps;
   const graph::RopeSchedule* rope;  // rotates each entry's last rot_dim() dims
   graph::RopeLayout layout;
