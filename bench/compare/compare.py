@@ -60,7 +60,13 @@ print(json.dumps({"prefill": int(prompt_tokens) / prefill,
 
 
 def sh(cmd, **kw):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        # One clear error: the command and the end of what it said (a converter's missing
+        # module, a build's failing step), not a Python traceback of this script.
+        tail = "\n".join((r.stderr or r.stdout).strip().splitlines()[-12:])
+        sys.exit(f"compare: {' '.join(map(str, cmd))} failed (exit {r.returncode}):\n{tail}")
+    return r.stdout
 
 
 def build_llama_cpp(work):
