@@ -296,8 +296,7 @@ const std::vector<ArchitectureEntry>& architectures() {
 }
 
 const std::vector<PlannedArchitecture>& planned_architectures() {
-  static const std::vector<PlannedArchitecture> table = {
-  };
+  static const std::vector<PlannedArchitecture> table = {};
   return table;
 }
 
