@@ -59,7 +59,7 @@ class Page:
         self.d, self.url = driver, url
         self.ready = None
 
-    def wait(self, predicate, what, seconds=10):
+    def wait(self, predicate, what, seconds=30):
         try:
             return WebDriverWait(self.d, seconds, poll_frequency=0.05,
                                  ignored_exceptions=[StaleElementReferenceException]).until(
