@@ -197,6 +197,20 @@ TEST(JinjaLimits, SlicingInvalidUtf8StaysInBounds) {
   EXPECT_EQ(render("{{ 'h\u00e9llo'[::-1] }}|{{ 'abcdef'[1:5:2] }}"), "oll\u00e9h|bd");
 }
 
+// Indexing such a string: its length (utf8_length) can exceed what utf8_chars splits it into,
+// and s[k] read past the end (found by fuzz_chat_template). Each index now reads the same
+// character as the one-element slice, or nothing past the characters.
+TEST(JinjaLimits, IndexingInvalidUtf8StaysInBounds) {
+  const std::string s = "('T\xe1\xe1\xe1\xe1\xe1T' * 3)";
+  for (int k = -12; k < 12; ++k) {
+    const std::string at = render(cat("{{ ", s, "[", k, "] }}"));
+    const std::string sliced = k == -1 ? render(cat("{{ ", s, "[-1:] }}"))
+                                       : render(cat("{{ ", s, "[", k, ":", k + 1, "] }}"));
+    EXPECT_EQ(at, sliced) << "index " << k;
+  }
+  EXPECT_EQ(render("{{ 'h\u00e9llo'[1] }}|{{ 'h\u00e9llo'[-1] }}"), "\u00e9|o");
+}
+
 TEST(JinjaLimits, RecursionDepth) {
   RenderOptions o;
   o.limits.max_call_depth = 50;

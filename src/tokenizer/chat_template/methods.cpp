@@ -307,16 +307,19 @@ Value get_attribute(const Value& obj, const std::string& name) {
 Value get_item(const Value& obj, const Value& key) {
   if (obj.is_undefined()) runtime_fail(obj.s.empty() ? "value is undefined" : obj.s);
   if ((obj.is_list() || obj.is_string()) && key.is_int_like()) {
-    const int64_t n = length_of(obj);
+    // A string is indexed by what utf8_chars splits it into, as slice_value does (utf8_length
+    // counts invalid UTF-8 differently, and chars[k] read past the end: found by fuzzing).
+    std::vector<std::string> chars;
+    if (obj.is_string()) chars = utf8_chars(obj.s);
+    const int64_t n =
+        obj.is_list() ? static_cast<int64_t>(obj.list->size()) : static_cast<int64_t>(chars.size());
     int64_t k = key.as_int();
     if (k < 0) k += n;
     if (k < 0 || k >= n)
       return Value::undefined("'" + object_type_repr(obj) + "' has no element " +
                               std::to_string(key.as_int()));
     if (obj.is_list()) return (*obj.list)[static_cast<size_t>(k)];
-    if (obj.s.size() == static_cast<size_t>(n))
-      return Value::string(obj.s.substr(static_cast<size_t>(k), 1));
-    return Value::string(utf8_chars(obj.s)[static_cast<size_t>(k)]);
+    return Value::string(chars[static_cast<size_t>(k)]);
   }
   if (obj.is_dict() && !obj.is_namespace) {
     const Value* v = obj.dict->find(key);
