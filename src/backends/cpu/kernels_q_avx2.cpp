@@ -15,6 +15,8 @@
 namespace lathe::cpu::avx2 {
 namespace {
 
+#include "backends/cpu/prefetch_next.inc"
+
 inline float hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -48,6 +50,7 @@ void tile(const QuantActs& x, int64_t i0, const uint8_t* w, size_t ldw, float* y
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
   for (int64_t g = 0; g < k / 64; ++g) {
+    if constexpr (MR == 1) prefetch_next_tile<NR * kGroupBytes>(w, NR * ldw, g);
     for (int h = 0; h < 2; ++h) {
       __m256i wv[NR], wa[NR];
       __m256 ws[NR];

@@ -14,6 +14,8 @@
 namespace lathe::cpu::avx512vnni {
 namespace {
 
+#include "backends/cpu/prefetch_next.inc"
+
 // A group's two f16 scales, the first in lanes 0-7, the second in lanes 8-15.
 inline __m512 group_scales(const uint8_t* grp) {
   uint32_t pair;
@@ -41,7 +43,6 @@ inline __m512i group_codes(const uint8_t* grp) {
 template <bool Q4, int MR, int NR>
 void tile(const QuantActs& x, int64_t i0, const uint8_t* w, size_t ldw, float* y, int64_t ldy) {
   constexpr size_t kGroupBytes = Q4 ? 36 : 68;
-  constexpr size_t kPrefetchBytes = 8 * 68;  // decode: about 512 bytes ahead, as the f32 tiles
   const int64_t k = x.k;
   __m512 acc[MR][NR];
 #pragma GCC unroll 16
@@ -51,11 +52,10 @@ void tile(const QuantActs& x, int64_t i0, const uint8_t* w, size_t ldw, float* y
   for (int64_t g = 0; g < k / 64; ++g) {
     __m512i wv[NR];
     __m512 ws[NR];
+    if constexpr (MR == 1) prefetch_next_tile<NR * kGroupBytes>(w, NR * ldw, g);
 #pragma GCC unroll 16
     for (int j = 0; j < NR; ++j) {
       const uint8_t* grp = w + static_cast<size_t>(j) * ldw + static_cast<size_t>(g) * kGroupBytes;
-      if constexpr (MR == 1)
-        _mm_prefetch(reinterpret_cast<const char*>(grp + kPrefetchBytes), _MM_HINT_T0);
       ws[j] = group_scales(grp);
       wv[j] = group_codes<Q4>(grp);
     }
