@@ -21,7 +21,9 @@ Peers are built and converted outside the repository, under --work:
 Read bandwidth comes from build/bench/kernels/matmul_bench (read_bandwidth*/*, the faster of its
 two meters; --bench-binary);
 decode's roofline is bandwidth / bytes of weights read per token.
-Each round runs lathe (`lathe bench --json`), then llama-bench (-p, -n, -r 1), then
+Each round runs lathe (`lathe bench --json`), then llama-bench (-r 1: prefill with -p, then
+decode with -n after -d prompt tokens of cache, as lathe's and transformers' decode follow the
+prompt), then
 transformers, for every model, dtype and thread count. A Llama-3.2-1B-shaped checkpoint with
 random weights: tools/bench/make_llama_1b.py.
 """
@@ -116,11 +118,14 @@ def lathe_run(lathe, model, dtype, threads, prompt, new):
 
 
 def llama_run(bench, gguf, threads, prompt, new):
-    rows = json.loads(sh([bench, "-m", gguf, "-p", str(prompt), "-n", str(new), "-t",
-                          str(threads), "-r", "1", "-o", "json"]))
-    pp = next(r["avg_ts"] for r in rows if r["n_prompt"] > 0)
-    tg = next(r["avg_ts"] for r in rows if r["n_gen"] > 0)
-    return pp, tg
+    # Prefill from an empty cache; decode after a prompt's worth of cache (-d), as lathe's and
+    # transformers' decode follow the prompt.
+    def ts(args):
+        rows = json.loads(sh([bench, "-m", gguf, *args, "-t", str(threads), "-r", "1", "-o",
+                              "json"]))
+        return rows[0]["avg_ts"]
+    return (ts(["-p", str(prompt), "-n", "0"]),
+            ts(["-p", "0", "-n", str(new), "-d", str(prompt)]))
 
 
 def transformers_run(python, model, dtype, threads, prompt, new):
