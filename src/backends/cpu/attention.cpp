@@ -120,6 +120,12 @@ void attend_row(const AttentionArgs& a, int64_t t, int64_t h, float* scores) {
 
 }  // namespace
 
+AttentionScratch attention_scratch(int64_t heads, int64_t score_floats, int64_t v_dim) {
+  constexpr int64_t kBudget = int64_t{1} << 20;  // floats
+  const int64_t head_floats = score_floats + 2 * attention_value_floats(v_dim);
+  return {std::clamp<int64_t>(kBudget / head_floats, 1, std::max<int64_t>(heads, 1)), head_floats};
+}
+
 void attention_reference(const AttentionArgs& a) {
   float* scores = a.scratch;
   for (int64_t t = 0; t < a.tokens; ++t)

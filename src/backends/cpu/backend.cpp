@@ -124,6 +124,8 @@ void attention(const NodeArgs& a, bool reference) {
       scratch = a.workspace + heads * a.step.max_context;
       position_bias(p.bias, f32(a.inputs[3]), heads, head_dim, length, bias);
     }
+    const cpu::AttentionScratch scratch_rows =
+        cpu::attention_scratch(heads, score_row(a.step.max_context, p.compressor >= 0), v_dim);
     cpu::AttentionArgs args{q.data<float>() + s.first * heads * head_dim,
                             l.k.data<void>(),
                             l.v.defined() ? l.v.data<void>() : l.k.data<void>(),
@@ -140,13 +142,14 @@ void attention(const NodeArgs& a, bool reference) {
                             length,
                             l.slots,
                             scratch,
-                            score_row(a.step.max_context, p.compressor >= 0),
+                            scratch_rows.floats(),
                             v_dim,
                             l.v.defined() ? v_row : kv_row,
                             l.v.defined() ? v_dim : head_dim,
                             f32(a.inputs[4])};
     args.chunk = p.chunk;
     args.kv_bf16 = kv == DType::BF16;
+    args.scratch_heads = scratch_rows.heads;
     if (a.inputs.size() > 5) {  // an Indexer's chosen keys (DeepSeek sparse attention)
       const Tensor& chosen = *a.inputs[5];
       args.chosen_k = chosen.dim(1);
@@ -458,7 +461,9 @@ class CpuBackend : public Backend {
     const int64_t heads = node.shape[1];
     const int64_t rows = reference_ ? 1 : threads;
     const int64_t bias = node.params.bias != graph::PositionBias::None ? heads * max_context : 0;
-    return static_cast<size_t>(bias + rows * score_row(max_context, node.params.compressor >= 0));
+    const cpu::AttentionScratch scratch_rows = cpu::attention_scratch(
+        heads, score_row(max_context, node.params.compressor >= 0), node.shape[2]);
+    return static_cast<size_t>(bias + rows * scratch_rows.floats());
   }
 
   void run(const NodeArgs& a) const override {

@@ -19,8 +19,8 @@ namespace lathe::cpu {
 // (sliding-window layers); the caller keeps every visible key in the ring. With sinks
 // [heads], head h's softmax takes sinks[h] as one more logit with no value: the max and the
 // denominator include it (GptOss's eager_attention_forward). `scratch` holds
-// pool-size rows (one for the reference kernel) of `scratch_stride` >= pos0 + tokens floats,
-// so the kernel allocates nothing. With chunk > 0 a query at p sees only the keys of its
+// pool-size rows (one for the reference kernel) of `scratch_stride` floats (below), so the
+// kernel allocates nothing. With chunk > 0 a query at p sees only the keys of its
 // chunk, p - p % chunk <= j <= p (and within the window): Llama 4's chunked attention.
 // The caches hold floats, or bf16 (uint16_t, the top half of an f32) when kv_bf16 is set,
 // widened exactly to f32 as they are read; every other step is the same.
@@ -35,6 +35,10 @@ struct AttentionArgs {
   const float* bias = nullptr;
   int64_t bias_stride = 0;
   int64_t slots = 0;
+  // Each thread's scratch: scratch_stride floats, scratch_heads rows of scratch_stride /
+  // scratch_heads floats (the fast kernels share each pass over the keys between that many
+  // heads of a token). A row holds a head's scores (at least pos0 + tokens + 16 floats, more
+  // with entries), then, for the fast kernels, 2 * attention_value_floats(v_dim) floats.
   float* scratch = nullptr;
   int64_t scratch_stride = 0;
   // Values [max_seq, kv_heads, v_dim] in rows of v_row floats, kv heads v_head floats apart;
@@ -55,7 +59,14 @@ struct AttentionArgs {
   // Only the portable row kernel reads them (attention_fast takes it for such layers).
   const float* entries = nullptr;
   int64_t entry_rate = 0;
+  int64_t scratch_heads = 1;
 };
+
+// The floats of one head's value sums in the fast attention kernels' scratch: v_dim rounded
+// up to 16 (one AVX-512 vector).
+constexpr int64_t attention_value_floats(int64_t v_dim) {
+  return (v_dim + 15) / 16 * 16;
+}
 
 struct DeltaRuleArgs {
   const float *q, *k;    // [n, k_heads, k_dim] (after the convolution)
