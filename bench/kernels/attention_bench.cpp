@@ -139,13 +139,10 @@ void register_all() {
   }
 }
 
+// Registered before BENCHMARK_MAIN's main runs.
+const bool kRegistered = (register_all(), true);
+
 }  // namespace
 }  // namespace lathe
 
-int main(int argc, char** argv) {
-  lathe::register_all();
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+BENCHMARK_MAIN();
