@@ -105,8 +105,9 @@ void rope_half_split(float* x, const float* cos, const float* sin, int64_t token
                      int64_t head_dim, int64_t rot);
 
 // Causal attention (AttentionArgs: isa_kernels.h).
-// The scratch rows of attention for one thread: `heads` heads (at most the query's, and at
-// most 4 MiB in all) of head_floats each, for scores of score_floats and values of v_dim.
+// The scratch rows of attention for one thread: `heads` heads of head_floats each, for scores
+// of score_floats and values of v_dim; as many heads as fit in 4 MiB, at least one and at
+// most the query's.
 struct AttentionScratch {
   int64_t heads, head_floats;
   int64_t floats() const { return heads * head_floats; }
