@@ -93,4 +93,50 @@ constexpr int kTileRows = 2, kTileCols = 2, kRowCols = 4;
 
 #include "backends/cpu/quant_tiles.inc"
 
+void quantize_acts(const QuantActs& a, int zero_point, const float* x, int64_t r0, int64_t r1) {
+  const int64_t k = a.k;
+  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  const __m256i start = _mm256_set1_epi32(-zero_point);
+  // packs_epi32 then packs_epi16 leave each 128-bit half's dwords interleaved by source.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t b = 0; b < k / 32; ++b) {
+      const float* xb = x + r * k + b * 32;
+      __m256 v[4];
+      __m256 m = _mm256_setzero_ps();
+      for (int i = 0; i < 4; ++i) {
+        v[i] = _mm256_loadu_ps(xb + 8 * i);
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[i]));
+      }
+      // max|x| is exact in any order; the scale and its inverse as the reference computes them.
+      __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+      h = _mm_max_ss(h, _mm_movehdup_ps(h));
+      const float dx = _mm_cvtss_f32(h) / 127.0f;
+      float id = 1.0f / dx;
+      if (!(id <= 3.402823466e38f)) id = 0.0f;  // dx 0 or too small to invert: zero codes
+      const __m256 vid = _mm256_set1_ps(id);
+      __m256i c[4];
+      for (int i = 0; i < 4; ++i) {
+        const __m256 q = _mm256_round_ps(_mm256_mul_ps(v[i], vid),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        c[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(q, lo), hi));
+      }
+      const __m256i codes = _mm256_permutevar8x32_epi32(
+          _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3])),
+          order);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.q + r * k + b * 32), codes);
+      // Each lane of 4 codes: their sum (bytes 1 * code in pairs, then pairs of pairs).
+      const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, codes), ones16);
+      const int64_t lane = r * (k / 4) + b * 8;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.init + lane),
+                          _mm256_mullo_epi32(sums, start));
+      _mm256_storeu_ps(a.d + lane, _mm256_set1_ps(dx));
+    }
+  }
+}
+
 }  // namespace lathe::cpu::avx2

@@ -86,4 +86,39 @@ constexpr int kTileRows = 4, kTileCols = 4, kRowCols = 8;
 
 #include "backends/cpu/quant_tiles.inc"
 
+void quantize_acts(const QuantActs& a, int zero_point, const float* x, int64_t r0, int64_t r1) {
+  const int64_t k = a.k;
+  const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  const __m256i start = _mm256_set1_epi32(-zero_point);
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t b = 0; b < k / 32; ++b) {
+      const float* xb = x + r * k + b * 32;
+      const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+      // max|x| is exact in any order; the scale and its inverse as the reference computes them.
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+      const float dx = amax / 127.0f;
+      float id = 1.0f / dx;
+      if (!(id <= 3.402823466e38f)) id = 0.0f;  // dx 0 or too small to invert: zero codes
+      const __m512 vid = _mm512_set1_ps(id);
+      constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+      const __m512 q0 = _mm512_min_ps(
+          _mm512_max_ps(_mm512_roundscale_ps(_mm512_mul_ps(v0, vid), kNearest), lo), hi);
+      const __m512 q1 = _mm512_min_ps(
+          _mm512_max_ps(_mm512_roundscale_ps(_mm512_mul_ps(v1, vid), kNearest), lo), hi);
+      const __m128i c0 = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q0));
+      const __m128i c1 = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q1));
+      const __m256i codes = _mm256_inserti128_si256(_mm256_castsi128_si256(c0), c1, 1);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.q + r * k + b * 32), codes);
+      // Each lane of 4 codes: their sum (bytes 1 * code in pairs, then pairs of pairs).
+      const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, codes), ones16);
+      const int64_t lane = r * (k / 4) + b * 8;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.init + lane),
+                          _mm256_mullo_epi32(sums, start));
+      _mm256_storeu_ps(a.d + lane, _mm256_set1_ps(dx));
+    }
+  }
+}
+
 }  // namespace lathe::cpu::avx512vnni

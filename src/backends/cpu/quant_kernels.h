@@ -26,9 +26,17 @@ struct QuantActs {
   int64_t k;
 };
 
-// Rows [n0, n1) of y[m, ldy] = x . w^T for quantized weights `w` (rows of ldw bytes; q4:
-// Q4_0, else Q8_0), without bias.
+// Rows [r0, r1) of the f32 activations x[m, k] quantized into `a` (blocks of 32: dx = max|x| /
+// 127; codes round(x * (1 / dx)) to nearest even, clamped to +-127; a block whose 1 / dx is 0
+// or overflows gets zero codes), with lanes' starts for this zero point. Every level gives
+// the reference's bits.
+void quantize_acts_reference(const QuantActs& a, int zero_point, const float* x, int64_t r0,
+                             int64_t r1);
+
+// The same, vectorised, and rows [n0, n1) of y[m, ldy] = x . w^T for quantized weights `w`
+// (rows of ldw bytes; q4: Q4_0, else Q8_0), without bias.
 #define LATHE_DECLARE_QUANT_KERNELS                                                               \
+  void quantize_acts(const QuantActs& a, int zero_point, const float* x, int64_t r0, int64_t r1); \
   void qgemm_rows(bool q4, const QuantActs& x, const uint8_t* w, size_t ldw, float* y, int64_t m, \
                   int64_t n0, int64_t n1, int64_t ldy);
 

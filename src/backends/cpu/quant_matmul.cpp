@@ -29,32 +29,6 @@ QuantActs carve(void* scratch, int64_t m, int64_t k) {
           reinterpret_cast<int32_t*>(base + codes + lanes), k};
 }
 
-// Rows [r0, r1) of x quantized into `a`.
-void quantize_acts(const QuantActs& a, int zero_point, const float* x, int64_t r0, int64_t r1) {
-  const int64_t k = a.k;
-  for (int64_t r = r0; r < r1; ++r) {
-    int8_t* q = a.q + r * k;
-    float* d = a.d + r * (k / 4);
-    int32_t* init = a.init + r * (k / 4);
-    const float* xr = x + r * k;
-    for (int64_t b = 0; b < k / kQuantBlock; ++b) {
-      const float* xb = xr + b * kQuantBlock;
-      float amax = 0;
-      for (int64_t t = 0; t < kQuantBlock; ++t) amax = std::max(amax, std::fabs(xb[t]));
-      const float dx = amax / 127.0f;
-      const float id = dx != 0.0f ? 1.0f / dx : 0.0f;
-      for (int64_t t = 0; t < kQuantBlock; ++t)
-        q[b * kQuantBlock + t] =
-            static_cast<int8_t>(std::clamp(std::nearbyint(xb[t] * id), -127.0f, 127.0f));
-      for (int64_t l = 0; l < kQuantBlock / 4; ++l) {
-        const int8_t* ql = q + b * kQuantBlock + l * 4;
-        d[b * 8 + l] = dx;
-        init[b * 8 + l] = -zero_point * (ql[0] + ql[1] + ql[2] + ql[3]);
-      }
-    }
-  }
-}
-
 // The code of value t of a group's codes.
 inline int code_at(bool q4, const uint8_t* codes, int64_t t) {
   if (!q4) return codes[t];
@@ -92,6 +66,33 @@ void qgemm_reference(bool q4, const QuantActs& x, const uint8_t* w, size_t ldw, 
 
 }  // namespace
 
+void quantize_acts_reference(const QuantActs& a, int zero_point, const float* x, int64_t r0,
+                             int64_t r1) {
+  const int64_t k = a.k;
+  for (int64_t r = r0; r < r1; ++r) {
+    int8_t* q = a.q + r * k;
+    float* d = a.d + r * (k / 4);
+    int32_t* init = a.init + r * (k / 4);
+    const float* xr = x + r * k;
+    for (int64_t b = 0; b < k / kQuantBlock; ++b) {
+      const float* xb = xr + b * kQuantBlock;
+      float amax = 0;
+      for (int64_t t = 0; t < kQuantBlock; ++t) amax = std::max(amax, std::fabs(xb[t]));
+      const float dx = amax / 127.0f;
+      float id = 1.0f / dx;
+      if (!std::isfinite(id)) id = 0.0f;  // dx 0 or too small to invert: zero codes
+      for (int64_t t = 0; t < kQuantBlock; ++t)
+        q[b * kQuantBlock + t] =
+            static_cast<int8_t>(std::clamp(std::nearbyint(xb[t] * id), -127.0f, 127.0f));
+      for (int64_t l = 0; l < kQuantBlock / 4; ++l) {
+        const int8_t* ql = q + b * kQuantBlock + l * 4;
+        d[b * 8 + l] = dx;
+        init[b * 8 + l] = -zero_point * (ql[0] + ql[1] + ql[2] + ql[3]);
+      }
+    }
+  }
+}
+
 size_t qmatmul_scratch_bytes(int64_t m, int64_t k) {
   return 64 + align64(static_cast<size_t>(m * k)) +
          2 * align64(static_cast<size_t>(m * (k / 4)) * 4);
@@ -124,7 +125,7 @@ void qmatmul_reference(const float* x, const void* w, DType w_dtype, const float
                        int64_t m, int64_t n, int64_t k, void* scratch) {
   if (!scratch) fail("internal: a quantized matmul without scratch");
   const QuantActs a = carve(scratch, m, k);
-  quantize_acts(a, quant_zero_point(w_dtype), x, 0, m);
+  quantize_acts_reference(a, quant_zero_point(w_dtype), x, 0, m);
   qgemm_reference(w_dtype == DType::Q4_0, a, static_cast<const uint8_t*>(w), row_bytes(w_dtype, k),
                   y, m, 0, n, n);
   add_bias(bias, y, m, 0, n, n);
@@ -135,7 +136,16 @@ void qmatmul_fast(const float* x, const void* w, DType w_dtype, const float* bia
                   QuantKernel kernel, int tasks_per_thread) {
   const QuantActs a = carve(scratch, m, k);
   const int zp = quant_zero_point(w_dtype);
-  pool.parallel_for(m, 4, [&](int64_t r0, int64_t r1) { quantize_acts(a, zp, x, r0, r1); });
+  pool.parallel_for(m, 4, [&](int64_t r0, int64_t r1) {
+    switch (kernel) {
+      case QuantKernel::Avx512Vnni:
+        return avx512vnni::quantize_acts(a, zp, x, r0, r1);
+      case QuantKernel::Avx2:
+        return avx2::quantize_acts(a, zp, x, r0, r1);
+      case QuantKernel::Portable:
+        return quantize_acts_reference(a, zp, x, r0, r1);
+    }
+  });
   const bool q4 = w_dtype == DType::Q4_0;
   const auto* wq = static_cast<const uint8_t*>(w);
   const size_t ldw = row_bytes(w_dtype, k);
