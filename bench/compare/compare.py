@@ -4,7 +4,8 @@ tokens/s, alternating runs, medians, ratios, and decode against the read-bandwid
 
   python3 bench/compare/compare.py --lathe build/lathe --model DIR [--model DIR ...] \\
       --python /opt/ref-venv/bin/python [--work ~/.cache/lathe/bench] [--runs 5] \\
-      [--threads 1,2] [--dtypes f32,bf16] [--prompt-tokens 512] [--new-tokens 32] [--json OUT]
+      [--threads 1,2] [--dtypes f32,bf16] [--prompt-tokens 512] [--new-tokens 32] \\
+      [--kv-cache default|16bit|f32] [--json OUT]
 
 Peers are built and converted outside the repository, under --work:
   - llama.cpp: the copy vendored in PyPI's llama-cpp-python source package (pip download
@@ -18,6 +19,10 @@ Peers are built and converted outside the repository, under --work:
   - transformers: --python's torch and transformers, torch.set_num_threads(threads), the model
     loaded in the dtype, timed on the same prompt after a warm-up forward (prefill: one
     forward; decode: greedy generate of N new tokens minus generate of 1, over N - 1).
+The KV cache (--kv-cache): `default` leaves each engine its own (lathe f32, llama.cpp f16,
+transformers the model's dtype); `16bit` runs lathe with --kv-dtype bf16 against llama.cpp's
+f16, `f32` llama.cpp with -ctk f32 -ctv f32 against lathe's f32, so that both read the same
+bytes of cache per token (transformers keeps its own).
 Read bandwidth comes from build/bench/kernels/matmul_bench (read_bandwidth*/*, the faster of its
 two meters; --bench-binary);
 decode's roofline is bandwidth / bytes of weights read per token.
@@ -109,20 +114,25 @@ def gguf_for(work, llama_bench, python, model, dtype):
     return out
 
 
-def lathe_run(lathe, model, dtype, threads, prompt, new):
+# Each engine's KV cache options for --kv-cache.
+KV_CACHE = {"default": ([], []), "16bit": (["--kv-dtype", "bf16"], ["-ctk", "f16", "-ctv", "f16"]),
+            "f32": (["--kv-dtype", "f32"], ["-ctk", "f32", "-ctv", "f32"])}
+
+
+def lathe_run(lathe, model, dtype, threads, prompt, new, kv=()):
     weights = ["--quantize", dtype] if dtype in QUANTIZED else ["--dtype", dtype]
     d = json.loads(sh([lathe, "bench", model, "--prompt-tokens", str(prompt), "--new-tokens",
-                       str(new), "--repeat", "1", "--threads", str(threads), *weights,
+                       str(new), "--repeat", "1", "--threads", str(threads), *weights, *kv,
                        "--max-seq", str(prompt + new + 8), "--json"]))
     return d["prefill_tokens_per_second"], d["decode_tokens_per_second"], d
 
 
-def llama_run(bench, gguf, threads, prompt, new):
+def llama_run(bench, gguf, threads, prompt, new, kv=()):
     # Prefill from an empty cache; decode after a prompt's worth of cache (-d), as lathe's and
     # transformers' decode follow the prompt.
     def ts(args):
-        rows = json.loads(sh([bench, "-m", gguf, *args, "-t", str(threads), "-r", "1", "-o",
-                              "json"]))
+        rows = json.loads(sh([bench, "-m", gguf, *args, *kv, "-t", str(threads), "-r", "1",
+                              "-o", "json"]))
         return rows[0]["avg_ts"]
     return (ts(["-p", str(prompt), "-n", "0"]),
             ts(["-p", "0", "-n", str(new), "-d", str(prompt)]))
@@ -170,6 +180,8 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--engines", default="lathe,llama.cpp,transformers",
                     help="which to run (the others' columns print nan)")
+    ap.add_argument("--kv-cache", choices=sorted(KV_CACHE), default="default",
+                    help="KV cache storage of lathe and llama.cpp (see above)")
     ap.add_argument("--json", help="also write every run here")
     a = ap.parse_args()
     engines = a.engines.split(",")
@@ -190,11 +202,12 @@ def main():
                 for _ in range(a.runs):
                     if "lathe" in engines:
                         p, d, _ = lathe_run(a.lathe, model, dtype, t, a.prompt_tokens,
-                                            a.new_tokens)
+                                            a.new_tokens, KV_CACHE[a.kv_cache][0])
                         runs["lathe"].append((p, d))
                     if "llama.cpp" in engines:
                         runs["llama.cpp"].append(llama_run(llama_bench, gguf, t,
-                                                           a.prompt_tokens, a.new_tokens))
+                                                           a.prompt_tokens, a.new_tokens,
+                                                           KV_CACHE[a.kv_cache][1]))
                     if "transformers" in engines and dtype not in QUANTIZED:
                         runs["transformers"].append(transformers_run(
                             a.python, model, dtype, t, a.prompt_tokens, a.new_tokens))
@@ -210,7 +223,8 @@ def main():
                       f" | {med['transformers'][1]:.1f}"
                       f" | {med['lathe'][1] / med['llama.cpp'][1]:.2f}"
                       f" | {med['lathe'][1] / roof:.2f} |", flush=True)
-                records.append({"model": model, "dtype": dtype, "threads": t, "runs": runs,
+                records.append({"model": model, "dtype": dtype, "threads": t,
+                                "kv_cache": a.kv_cache, "runs": runs,
                                 "medians": med, "roofline_tokens_per_second": roof})
     print(f"\nread bandwidth (GB/s, matmul_bench): "
           + ", ".join(f"{k} thread{'s' if k > 1 else ''} {v:.1f}" for k, v in sorted(bw.items())))

@@ -1,6 +1,7 @@
-// The activations' quantization for the block-quantized matmul (quant_kernels.h): every
-// vectorised level this CPU runs gives the reference's codes, scales and lane starts byte for
-// byte, ties to even, clamps and blocks too small to invert included.
+// The block-quantized matmul (quant_kernels.h): every vectorised level this CPU runs quantizes
+// the activations to the reference's codes, scales and lane starts byte for byte (ties to
+// even, clamps and blocks too small to invert included), and the AVX-512 VNNI kernels give
+// the reference's products bit for bit, over decode and prefill row counts and edges.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +10,10 @@
 #include <vector>
 
 #include "backends/cpu/isa.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/quant_kernels.h"
+#include "backends/op_harness.h"
+#include "core/thread_pool.h"
 
 namespace lathe::cpu {
 namespace {
@@ -17,12 +21,13 @@ namespace {
 struct Buffers {
   std::vector<int8_t> q;
   std::vector<float> d;
-  std::vector<int32_t> init;
+  std::vector<int32_t> init, block_init;
   QuantActs acts(int64_t m, int64_t k) {
     q.assign(static_cast<size_t>(m * k), 99);
     d.assign(static_cast<size_t>(m * k / 4), -1.0f);
     init.assign(static_cast<size_t>(m * k / 4), 12345);
-    return {q.data(), d.data(), init.data(), k};
+    block_init.assign(static_cast<size_t>(m * k / 32), 12345);
+    return {q.data(), d.data(), init.data(), block_init.data(), k};
   }
 };
 
@@ -55,6 +60,7 @@ void expect_same(const Buffers& got, const Buffers& want, const char* level) {
   EXPECT_EQ(0, std::memcmp(got.q.data(), want.q.data(), want.q.size()));
   EXPECT_EQ(0, std::memcmp(got.d.data(), want.d.data(), want.d.size() * sizeof(float)));
   EXPECT_EQ(got.init, want.init);
+  EXPECT_EQ(got.block_init, want.block_init);
 }
 
 TEST(QuantActs, EveryLevelGivesTheReferenceBytes) {
@@ -76,6 +82,11 @@ TEST(QuantActs, EveryLevelGivesTheReferenceBytes) {
     int lanes = 0;
     for (int32_t v : want.init) lanes += v != 0;
     EXPECT_GT(lanes, m * k / 8);
+    for (int64_t b = 0; b < m * k / 32; ++b) {
+      int32_t sum = 0;
+      for (int l = 0; l < 8; ++l) sum += want.init[b * 8 + l];
+      EXPECT_EQ(want.block_init[b], sum);
+    }
     if (detected_isa() >= Isa::Avx2) {
       Buffers got;
       const QuantActs a = got.acts(m, k);
@@ -91,6 +102,41 @@ TEST(QuantActs, EveryLevelGivesTheReferenceBytes) {
     }
 #endif
   }
+}
+
+TEST(QuantMatmul, Avx512VnniGivesTheReferenceBits) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (detected_isa() < Isa::Avx512 || !__builtin_cpu_supports("avx512vnni"))
+    GTEST_SKIP() << "no AVX-512 VNNI here";
+#else
+  GTEST_SKIP() << "x86-64 only";
+#endif
+  ThreadPool one(1), two(2);
+  struct Shape {
+    int64_t m, n, k;
+  };
+  // Row tiles (m < 8) and panels (m >= 8), full and partial tiles of both, one and many groups.
+  const Shape shapes[] = {{1, 37, 576}, {3, 8, 64},    {7, 17, 128}, {8, 16, 64},
+                          {9, 5, 192},  {37, 40, 576}, {20, 1, 64},  {2, 300, 128}};
+  uint32_t seed = 11;
+  for (DType type : {DType::Q8_0, DType::Q4_0})
+    for (const Shape& sh : shapes) {
+      SCOPED_TRACE(std::string(dtype_name(type)) + " " + std::to_string(sh.m) + "x" +
+                   std::to_string(sh.n) + "x" + std::to_string(sh.k));
+      const Tensor x = optest::random_tensor({sh.m, sh.k}, ++seed);
+      const Tensor w = optest::random_tensor({sh.n, sh.k}, ++seed).to(type);
+      const Tensor bias = optest::random_tensor({sh.n}, ++seed);
+      std::vector<uint8_t> scratch(qmatmul_scratch_bytes(sh.m, sh.k));
+      std::vector<float> want(static_cast<size_t>(sh.m * sh.n));
+      qmatmul_reference(x.data<float>(), w.data<void>(), type, bias.data<float>(), want.data(),
+                        sh.m, sh.n, sh.k, scratch.data());
+      for (ThreadPool* pool : {&one, &two}) {
+        std::vector<float> got(want.size(), -1.0f);
+        qmatmul_fast(x.data<float>(), w.data<void>(), type, bias.data<float>(), got.data(), sh.m,
+                     sh.n, sh.k, scratch.data(), *pool, QuantKernel::Avx512Vnni);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)));
+      }
+    }
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // sums and vpmaddwd adds the pairs, so each 32-bit lane holds 4 products, exactly: Q4_0's
 // codes (0..15) are unsigned as stored, and the lane starts from -8 * its activation codes;
 // Q8_0's codes are taken back to signed and multiplied as |w| by x with w's sign, which keeps
-// every pair within 16 bits (127 * 127 * 2).
+// every pair within 16 bits (127 * 127 * 2). Each output sums its lanes in one order whatever
+// the rows or threads, but not the reference's (kernels_q_avx512vnni.cpp's do).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -89,9 +90,59 @@ void tile(const QuantActs& x, int64_t i0, const uint8_t* w, size_t ldw, float* y
 // 2 x 2 tiles of activation by weight rows (16 registers), 4 weight rows for one activation row.
 constexpr int kTileRows = 2, kTileCols = 2, kRowCols = 4;
 
+// tile<Q4, mr, nr> for any mr <= MR, nr <= NR (the edges of the output).
+template <bool Q4, int MR, int NR>
+void edge_tile(int mr, int nr, const QuantActs& x, int64_t i0, const uint8_t* w, size_t ldw,
+               float* y, int64_t ldy) {
+  if constexpr (MR > 1)
+    if (mr < MR) return edge_tile<Q4, MR - 1, NR>(mr, nr, x, i0, w, ldw, y, ldy);
+  if constexpr (NR > 1)
+    if (nr < NR) return edge_tile<Q4, MR, NR - 1>(mr, nr, x, i0, w, ldw, y, ldy);
+  tile<Q4, MR, NR>(x, i0, w, ldw, y, ldy);
+}
+
+// Rows [n0, n1) of y: tiles over blocks of activation rows (a block of weight rows stays in
+// cache while the block passes), one-row tiles of kRowCols weight rows for decode. Each output
+// is one tile's sum whatever the split, so results do not depend on the thread count.
+template <bool Q4>
+void gemm(const QuantActs& x, const uint8_t* w, size_t ldw, float* y, int64_t m, int64_t n0,
+          int64_t n1, int64_t ldy) {
+  constexpr int64_t kRowBlock = 64;
+  for (int64_t i0 = 0; i0 < m; i0 += kRowBlock) {
+    const int64_t i1 = i0 + kRowBlock < m ? i0 + kRowBlock : m;
+    if (i1 - i0 == 1) {
+      for (int64_t j = n0; j < n1; j += kRowCols)
+        edge_tile<Q4, 1, kRowCols>(1, static_cast<int>(n1 - j < kRowCols ? n1 - j : kRowCols), x,
+                                   i0, w + static_cast<size_t>(j) * ldw, ldw, y + i0 * ldy + j,
+                                   ldy);
+      continue;
+    }
+    for (int64_t j = n0; j < n1; j += kTileCols) {
+      const int nr = static_cast<int>(n1 - j < kTileCols ? n1 - j : kTileCols);
+      for (int64_t i = i0; i < i1; i += kTileRows)
+        edge_tile<Q4, kTileRows, kTileCols>(
+            static_cast<int>(i1 - i < kTileRows ? i1 - i : kTileRows), nr, x, i,
+            w + static_cast<size_t>(j) * ldw, ldw, y + i * ldy + j, ldy);
+    }
+  }
+}
+
+// The sum of v's 8 lanes.
+inline int32_t hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)));
+}
+
 }  // namespace
 
-#include "backends/cpu/quant_tiles.inc"
+void qgemm_rows(bool q4, const QuantActs& x, const uint8_t* w, size_t ldw, float* y, int64_t m,
+                int64_t n0, int64_t n1, int64_t ldy) {
+  if (q4)
+    gemm<true>(x, w, ldw, y, m, n0, n1, ldy);
+  else
+    gemm<false>(x, w, ldw, y, m, n0, n1, ldy);
+}
 
 void quantize_acts(const QuantActs& a, int zero_point, const float* x, int64_t r0, int64_t r1) {
   const int64_t k = a.k;
@@ -132,8 +183,9 @@ void quantize_acts(const QuantActs& a, int zero_point, const float* x, int64_t r
       // Each lane of 4 codes: their sum (bytes 1 * code in pairs, then pairs of pairs).
       const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, codes), ones16);
       const int64_t lane = r * (k / 4) + b * 8;
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.init + lane),
-                          _mm256_mullo_epi32(sums, start));
+      const __m256i init = _mm256_mullo_epi32(sums, start);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.init + lane), init);
+      a.block_init[r * (k / 32) + b] = hsum_epi32(init);
       _mm256_storeu_ps(a.d + lane, _mm256_set1_ps(dx));
     }
   }

@@ -6,8 +6,8 @@
 // round(x / dx)), so that each block's dot product is an exact integer,
 //   y[i, j] = sum over blocks b of (dw_jb * dx_ib) * sum_t (cw_jbt - zero_point) * qx_ibt,
 // the way llama.cpp's CPU kernels compute Q8_0 and Q4_0 matrices. The fast kernels sum the
-// same exact block integers, in lanes of 4 values, and differ from the reference only in the
-// order of the f32 sums.
+// same exact block integers; AVX-512 VNNI's also add the f32 terms in the reference's order
+// (its bits), AVX2's in lanes of 4 values (another order, the same for every row count).
 #pragma once
 
 #include <cstddef>
@@ -15,14 +15,15 @@
 
 namespace lathe::cpu {
 
-// Activations quantized for one matmul: row r's codes at q + r * k, and per lane of 4
-// values (k / 4 a row) its block's scale (d) and -zero_point * the lane's sum of codes (init,
-// so that a lane's integer dot product with the weights' offset codes starts from it and
-// ends exact).
+// Activations quantized for one matmul: row r's codes at q + r * k; per lane of 4 values
+// (k / 4 a row) its block's scale (d) and -zero_point * the lane's sum of codes (init, so
+// that a lane's integer dot product with the weights' offset codes starts from it and ends
+// exact); per block of 32 (k / 32 a row) the sum of its 8 lanes' inits (block_init).
 struct QuantActs {
   int8_t* q;
   float* d;
   int32_t* init;
+  int32_t* block_init;
   int64_t k;
 };
 

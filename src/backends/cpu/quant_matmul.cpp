@@ -19,14 +19,16 @@ size_t align64(size_t n) {
   return (n + 63) / 64 * 64;
 }
 
-// The scratch of m rows: codes, then lane scales, then lane starts, each 64-byte aligned.
+// The scratch of m rows: codes, then lane scales, lane starts and block starts, each 64-byte
+// aligned.
 QuantActs carve(void* scratch, int64_t m, int64_t k) {
   auto* base = static_cast<uint8_t*>(scratch);
   base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
   const size_t codes = align64(static_cast<size_t>(m * k));
   const size_t lanes = align64(static_cast<size_t>(m * (k / 4)) * 4);
   return {reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + codes),
-          reinterpret_cast<int32_t*>(base + codes + lanes), k};
+          reinterpret_cast<int32_t*>(base + codes + lanes),
+          reinterpret_cast<int32_t*>(base + codes + 2 * lanes), k};
 }
 
 // The code of value t of a group's codes.
@@ -84,18 +86,22 @@ void quantize_acts_reference(const QuantActs& a, int zero_point, const float* x,
       for (int64_t t = 0; t < kQuantBlock; ++t)
         q[b * kQuantBlock + t] =
             static_cast<int8_t>(std::clamp(std::nearbyint(xb[t] * id), -127.0f, 127.0f));
+      int32_t block = 0;
       for (int64_t l = 0; l < kQuantBlock / 4; ++l) {
         const int8_t* ql = q + b * kQuantBlock + l * 4;
         d[b * 8 + l] = dx;
         init[b * 8 + l] = -zero_point * (ql[0] + ql[1] + ql[2] + ql[3]);
+        block += init[b * 8 + l];
       }
+      a.block_init[r * (k / kQuantBlock) + b] = block;
     }
   }
 }
 
 size_t qmatmul_scratch_bytes(int64_t m, int64_t k) {
   return 64 + align64(static_cast<size_t>(m * k)) +
-         2 * align64(static_cast<size_t>(m * (k / 4)) * 4);
+         2 * align64(static_cast<size_t>(m * (k / 4)) * 4) +
+         align64(static_cast<size_t>(m * (k / kQuantBlock)) * 4);
 }
 
 QuantKernel quant_kernel() {
