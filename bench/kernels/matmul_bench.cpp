@@ -32,6 +32,8 @@ const Shape3 kShapes[] = {
     {1, 49152, 576, "smollm2_decode_head"},   {1, 8192, 2048, "1b_decode_up"},
     {1, 2048, 8192, "1b_decode_down"},        {512, 1536, 576, "smollm2_prefill_up"},
     {512, 576, 1536, "smollm2_prefill_down"}, {512, 8192, 2048, "1b_prefill_up"},
+    {4, 1536, 576, "smollm2_batch4_up"},      {8, 1536, 576, "smollm2_batch8_up"},
+    {16, 1536, 576, "smollm2_batch16_up"},
 };
 
 struct Operands {

@@ -115,9 +115,10 @@ TEST(QuantMatmul, Avx512VnniGivesTheReferenceBits) {
   struct Shape {
     int64_t m, n, k;
   };
-  // Row tiles (m < 8) and panels (m >= 8), full and partial tiles of both, one and many groups.
-  const Shape shapes[] = {{1, 37, 576}, {3, 8, 64},    {7, 17, 128}, {8, 16, 64},
-                          {9, 5, 192},  {37, 40, 576}, {20, 1, 64},  {2, 300, 128}};
+  // Row tiles (m < 16) and panels (m >= 16), full and partial tiles of both, one and many
+  // groups.
+  const Shape shapes[] = {{1, 37, 576}, {3, 8, 64},  {7, 17, 128},  {15, 16, 64}, {16, 16, 64},
+                          {9, 5, 192},  {20, 1, 64}, {37, 40, 576}, {2, 300, 128}};
   uint32_t seed = 11;
   for (DType type : {DType::Q8_0, DType::Q4_0})
     for (const Shape& sh : shapes) {

@@ -7,8 +7,8 @@
 // Every output is computed in the reference's order (quant_matmul.cpp): per block, (dw * dx)
 // times the integer, added to the running sum block after block, so these kernels give the
 // reference's bits, whatever the number of rows or threads:
-//   - few rows (decode): tiles of 8 weight rows read as stored; each group's 16 lanes per row
-//     are summed to the two blocks' integers across the 8 rows at once;
+//   - fewer than 16 rows (decode, small batches): tiles of 8 weight rows read as stored;
+//     each group's 16 lanes per row are summed to its two blocks' integers, 8 rows at once;
 //   - more rows (prefill): each task packs 16 weight rows into a panel, one row per 32-bit
 //     lane (codes as bytes, scales as f32), and every activation row passes over it: one
 //     vpdpbusd then serves 16 rows, and the lanes need no summing.
@@ -148,9 +148,9 @@ void row_tiles(const QuantActs& x, int64_t i0, int64_t i1, const uint8_t* w, siz
 
 // ---- More activation rows: packed panels of 16 weight rows ----
 
-constexpr int kPanelRows = 16;       // one per 32-bit lane
-constexpr int kPanelActRows = 8;     // activation rows a panel tile takes at once
-constexpr int64_t kPackMinRows = 8;  // fewer rows take the row tiles (measured: see docs)
+constexpr int kPanelRows = 16;        // one per 32-bit lane
+constexpr int kPanelActRows = 8;      // activation rows a panel tile takes at once
+constexpr int64_t kPackMinRows = 16;  // fewer rows take the row tiles (docs/performance.md)
 
 // A panel: per block of 32 values, 8 vectors (one per lane of 4 values) of 16 rows' 4 codes,
 // then per block the 16 rows' scales as f32. Rows past nr are zero.
