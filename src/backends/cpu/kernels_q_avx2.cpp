@@ -50,8 +50,9 @@ void tile(const QuantActs& x, int64_t i0, const uint8_t* w, size_t ldw, float* y
   __m256 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+  const size_t ahead = prefetch_ahead(NR * ldw);
   for (int64_t g = 0; g < k / 64; ++g) {
-    if constexpr (MR == 1) prefetch_next_tile<NR * kGroupBytes>(w, NR * ldw, g);
+    if constexpr (MR == 1) prefetch_next_tile<NR * kGroupBytes>(w, ahead, g);
     for (int h = 0; h < 2; ++h) {
       __m256i wv[NR], wa[NR];
       __m256 ws[NR];

@@ -64,9 +64,10 @@ void row_tile(const QuantActs& x, int64_t r, const uint8_t* w, size_t ldw, float
   const __m512i second_quarters =
       _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
   const __mmask8 rows = static_cast<__mmask8>((1u << NR) - 1);
+  const size_t ahead = prefetch_ahead(NR * ldw);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t g = 0; g < k / 64; ++g) {
-    prefetch_next_tile<NR * kGroup>(w, NR * ldw, g);
+    prefetch_next_tile<NR * kGroup>(w, ahead, g);
     const __m512i xv = _mm512_loadu_si512(x.q + r * k + g * 64);
     const __m512i xi = _mm512_loadu_si512(x.init + r * (k / 4) + g * 16);
     __m512i s[8];
