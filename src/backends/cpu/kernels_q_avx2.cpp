@@ -17,6 +17,7 @@ namespace lathe::cpu::avx2 {
 namespace {
 
 #include "backends/cpu/prefetch_next.inc"
+#include "backends/cpu/quant_acts.inc"
 
 inline float hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -128,13 +129,6 @@ void gemm(const QuantActs& x, const uint8_t* w, size_t ldw, float* y, int64_t m,
   }
 }
 
-// The sum of v's 8 lanes.
-inline int32_t hsum_epi32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)));
-}
-
 }  // namespace
 
 void qgemm_rows(bool q4, const QuantActs& x, const uint8_t* w, size_t ldw, float* y, int64_t m,
@@ -149,9 +143,6 @@ void quantize_acts(const QuantActs& a, int zero_point, const float* x, int64_t r
   const int64_t k = a.k;
   const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256i ones8 = _mm256_set1_epi8(1);
-  const __m256i ones16 = _mm256_set1_epi16(1);
-  const __m256i start = _mm256_set1_epi32(-zero_point);
   // packs_epi32 then packs_epi16 leave each 128-bit half's dwords interleaved by source.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int64_t r = r0; r < r1; ++r) {
@@ -180,14 +171,7 @@ void quantize_acts(const QuantActs& a, int zero_point, const float* x, int64_t r
       const __m256i codes = _mm256_permutevar8x32_epi32(
           _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3])),
           order);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.q + r * k + b * 32), codes);
-      // Each lane of 4 codes: their sum (bytes 1 * code in pairs, then pairs of pairs).
-      const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, codes), ones16);
-      const int64_t lane = r * (k / 4) + b * 8;
-      const __m256i init = _mm256_mullo_epi32(sums, start);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.init + lane), init);
-      a.block_init[r * (k / 32) + b] = hsum_epi32(init);
-      _mm256_storeu_ps(a.d + lane, _mm256_set1_ps(dx));
+      store_block(a, r, b, codes, dx, zero_point);
     }
   }
 }

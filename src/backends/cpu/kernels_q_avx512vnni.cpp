@@ -25,6 +25,7 @@ namespace lathe::cpu::avx512vnni {
 namespace {
 
 #include "backends/cpu/prefetch_next.inc"
+#include "backends/cpu/quant_acts.inc"
 
 template <bool Q4>
 constexpr size_t kGroupBytes = Q4 ? 36 : 68;
@@ -252,13 +253,6 @@ void gemm(const QuantActs& x, const uint8_t* w, size_t ldw, float* y, int64_t m,
     panel_gemm<Q4>(x, w, ldw, y, m, n0, n1, ldy);
 }
 
-// The sum of v's 8 lanes.
-inline int32_t hsum_epi32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)));
-}
-
 }  // namespace
 
 void qgemm_rows(bool q4, const QuantActs& x, const uint8_t* w, size_t ldw, float* y, int64_t m,
@@ -272,9 +266,6 @@ void qgemm_rows(bool q4, const QuantActs& x, const uint8_t* w, size_t ldw, float
 void quantize_acts(const QuantActs& a, int zero_point, const float* x, int64_t r0, int64_t r1) {
   const int64_t k = a.k;
   const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
-  const __m256i ones8 = _mm256_set1_epi8(1);
-  const __m256i ones16 = _mm256_set1_epi16(1);
-  const __m256i start = _mm256_set1_epi32(-zero_point);
   for (int64_t r = r0; r < r1; ++r) {
     for (int64_t b = 0; b < k / 32; ++b) {
       const float* xb = x + r * k + b * 32;
@@ -293,14 +284,7 @@ void quantize_acts(const QuantActs& a, int zero_point, const float* x, int64_t r
       const __m128i c0 = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q0));
       const __m128i c1 = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q1));
       const __m256i codes = _mm256_inserti128_si256(_mm256_castsi128_si256(c0), c1, 1);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.q + r * k + b * 32), codes);
-      // Each lane of 4 codes: their sum (bytes 1 * code in pairs, then pairs of pairs).
-      const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, codes), ones16);
-      const int64_t lane = r * (k / 4) + b * 8;
-      const __m256i init = _mm256_mullo_epi32(sums, start);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.init + lane), init);
-      a.block_init[r * (k / 32) + b] = hsum_epi32(init);
-      _mm256_storeu_ps(a.d + lane, _mm256_set1_ps(dx));
+      store_block(a, r, b, codes, dx, zero_point);
     }
   }
 }
