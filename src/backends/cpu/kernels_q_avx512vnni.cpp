@@ -155,7 +155,8 @@ constexpr int kPanelActRows = 8;      // activation rows a panel tile takes at o
 constexpr int64_t kPackMinRows = 16;  // fewer rows take the row tiles (docs/performance.md)
 
 // A panel: per block of 32 values, 8 vectors (one per lane of 4 values) of 16 rows' 4 codes,
-// then per block the 16 rows' scales as f32. Rows past nr are zero.
+// then per block the 16 rows' scales as f32. Lanes past nr keep whatever an earlier panel
+// left (finite values; their outputs are never stored).
 struct Panel {
   std::vector<uint8_t> codes;
   std::vector<float> scales;
@@ -164,8 +165,10 @@ struct Panel {
 template <bool Q4>
 void pack_panel(const uint8_t* w, size_t ldw, int nr, int64_t k, Panel& p) {
   const int64_t blocks = k / 32;
-  p.codes.assign(static_cast<size_t>(blocks * 8 * 64), 0);
-  p.scales.assign(static_cast<size_t>(blocks * kPanelRows), 0.0f);
+  if (p.codes.size() < static_cast<size_t>(blocks * 8 * 64)) {
+    p.codes.resize(static_cast<size_t>(blocks * 8 * 64));
+    p.scales.resize(static_cast<size_t>(blocks * kPanelRows));
+  }
   // Dword l of a group's codes (block l / 8, lane l % 8) goes to vector (2 g + l / 8) * 8 + l % 8
   // of the panel, i.e. l * 64 bytes past the group's first vector.
   const __m512i to_lane =
