@@ -1,5 +1,5 @@
-// The block-quantized matmul (quant_kernels.h): every vectorised level this CPU runs quantizes
-// the activations to the reference's codes, scales and lane starts byte for byte (ties to
+// The block-quantized matmul's kernels (quant_kernels.h): every vectorised level this CPU runs
+// quantizes the activations to the reference's codes, scales and lane starts byte for byte (ties to
 // even, clamps and blocks too small to invert included), and the AVX-512 VNNI kernels give
 // the reference's products bit for bit, over decode and prefill row counts and edges.
 #include <gtest/gtest.h>
