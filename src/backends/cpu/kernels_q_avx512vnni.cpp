@@ -110,41 +110,22 @@ void row_tile(const QuantActs& x, int64_t r, const uint8_t* w, size_t ldw, float
   _mm256_mask_storeu_ps(y, rows, acc);
 }
 
-// Rows [i0, i1) of x by weight rows [n0, n1), a tile of 8 weight rows at a time.
+// row_tile<Q4, nr> for any nr <= NR (the last rows of the output).
+template <bool Q4, int NR>
+void row_edge(int nr, const QuantActs& x, int64_t r, const uint8_t* w, size_t ldw, float* y) {
+  if constexpr (NR > 1)
+    if (nr < NR) return row_edge<Q4, NR - 1>(nr, x, r, w, ldw, y);
+  row_tile<Q4, NR>(x, r, w, ldw, y);
+}
+
+// The m rows of x by weight rows [n0, n1), a tile of 8 weight rows at a time.
 template <bool Q4>
-void row_tiles(const QuantActs& x, int64_t i0, int64_t i1, const uint8_t* w, size_t ldw, float* y,
-               int64_t n0, int64_t n1, int64_t ldy) {
+void row_tiles(const QuantActs& x, int64_t m, const uint8_t* w, size_t ldw, float* y, int64_t n0,
+               int64_t n1, int64_t ldy) {
   for (int64_t j = n0; j < n1; j += kRowCols) {
-    const uint8_t* wj = w + static_cast<size_t>(j) * ldw;
-    for (int64_t i = i0; i < i1; ++i) {
-      float* yi = y + i * ldy + j;
-      switch (n1 - j < kRowCols ? n1 - j : kRowCols) {
-        case 1:
-          row_tile<Q4, 1>(x, i, wj, ldw, yi);
-          break;
-        case 2:
-          row_tile<Q4, 2>(x, i, wj, ldw, yi);
-          break;
-        case 3:
-          row_tile<Q4, 3>(x, i, wj, ldw, yi);
-          break;
-        case 4:
-          row_tile<Q4, 4>(x, i, wj, ldw, yi);
-          break;
-        case 5:
-          row_tile<Q4, 5>(x, i, wj, ldw, yi);
-          break;
-        case 6:
-          row_tile<Q4, 6>(x, i, wj, ldw, yi);
-          break;
-        case 7:
-          row_tile<Q4, 7>(x, i, wj, ldw, yi);
-          break;
-        default:
-          row_tile<Q4, 8>(x, i, wj, ldw, yi);
-          break;
-      }
-    }
+    const int nr = static_cast<int>(n1 - j < kRowCols ? n1 - j : kRowCols);
+    for (int64_t i = 0; i < m; ++i)
+      row_edge<Q4, kRowCols>(nr, x, i, w + static_cast<size_t>(j) * ldw, ldw, y + i * ldy + j);
   }
 }
 
@@ -251,7 +232,7 @@ template <bool Q4>
 void gemm(const QuantActs& x, const uint8_t* w, size_t ldw, float* y, int64_t m, int64_t n0,
           int64_t n1, int64_t ldy) {
   if (m < kPackMinRows)
-    row_tiles<Q4>(x, 0, m, w, ldw, y, n0, n1, ldy);
+    row_tiles<Q4>(x, m, w, ldw, y, n0, n1, ldy);
   else
     panel_gemm<Q4>(x, w, ldw, y, m, n0, n1, ldy);
 }
