@@ -5,7 +5,7 @@ tokens/s, alternating runs, medians, ratios, and decode against the read-bandwid
   python3 bench/compare/compare.py --lathe build/lathe --model DIR [--model DIR ...] \\
       --python /opt/ref-venv/bin/python [--work ~/.cache/lathe/bench] [--runs 5] \\
       [--threads 1,2] [--dtypes f32,bf16] [--prompt-tokens 512] [--new-tokens 32] \\
-      [--kv-cache default|16bit|f32] [--json OUT]
+      [--kv-cache default|16bit|f32] [--lathe-compiled] [--json OUT]
 
 Peers are built and converted outside the repository, under --work:
   - llama.cpp: the copy vendored in PyPI's llama-cpp-python source package (pip download
@@ -182,6 +182,9 @@ def main():
                     help="which to run (the others' columns print nan)")
     ap.add_argument("--kv-cache", choices=sorted(KV_CACHE), default="default",
                     help="KV cache storage of lathe and llama.cpp (see above)")
+    ap.add_argument("--lathe-compiled", action="store_true",
+                    help="run lathe in its compiled mode (modules cached under --work/compile; "
+                    "the first run's warm-up compiles them)")
     ap.add_argument("--json", help="also write every run here")
     a = ap.parse_args()
     engines = a.engines.split(",")
@@ -201,8 +204,10 @@ def main():
                 runs = {"lathe": [], "llama.cpp": [], "transformers": []}
                 for _ in range(a.runs):
                     if "lathe" in engines:
+                        mode = ["--compiled", "--cache-dir", os.path.join(a.work, "compile")] \
+                            if a.lathe_compiled else []
                         p, d, _ = lathe_run(a.lathe, model, dtype, t, a.prompt_tokens,
-                                            a.new_tokens, KV_CACHE[a.kv_cache][0])
+                                            a.new_tokens, [*KV_CACHE[a.kv_cache][0], *mode])
                         runs["lathe"].append((p, d))
                     if "llama.cpp" in engines:
                         runs["llama.cpp"].append(llama_run(llama_bench, gguf, t,

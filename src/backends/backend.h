@@ -41,6 +41,16 @@ class Backend {
   // work is split over threads and tiled): NodeArgs::variant picks one, 0 being the default.
   // The compiled mode times them on this machine and keeps the fastest (src/compile/tune.h).
   virtual int variants(const graph::Graph&, const graph::Node&) const { return 1; }
+  // Whether run_linears runs this group of `g`'s Linear nodes (graph::linear_groups) as one,
+  // faster than one by one; the compiled mode times the groups it says yes to.
+  virtual bool fuses_linears(const graph::Graph&, std::span<const int32_t> /*group*/) const {
+    return false;
+  }
+  // Runs Linear nodes that read the same x (q, k and v; gate and up) together, each output with
+  // the bits run() gives it alone; `group` in node order, each with the variant of its first.
+  virtual void run_linears(std::span<const NodeArgs> group) const {
+    for (const NodeArgs& a : group) run(a);
+  }
   // A variant in words, for the compiled module's description ("4 tasks/thread, 96 rows").
   virtual std::string variant_name(const graph::Graph&, const graph::Node&, int) const {
     return "default";

@@ -32,13 +32,54 @@ std::string signature(const graph::Graph& g, const graph::Node& node) {
   return s;
 }
 
-// The best of `reps` runs of node i with variant v, after one run to warm caches.
-double best_time(graph::Plan& plan, ThreadPool& pool, size_t i, int v) {
-  double once = plan.time_node(pool, i, v);
-  const int reps = once > 0.25 ? 1 : 3;  // a big prefill matmul: one more run is enough
-  double best = plan.time_node(pool, i, v);
-  for (int r = 1; r < reps; ++r) best = std::min(best, plan.time_node(pool, i, v));
+// The best of `reps` runs of `once` (which returns its seconds), after one run to warm caches.
+template <class F>
+double best_time(const F& once) {
+  const int reps = once() > 0.25 ? 1 : 3;  // a big prefill matmul: one more run is enough
+  double best = once();
+  for (int r = 1; r < reps; ++r) best = std::min(best, once());
   return best;
+}
+double best_time(graph::Plan& plan, ThreadPool& pool, size_t i, int v) {
+  return best_time([&] { return plan.time_node(pool, i, v); });
+}
+
+// Times every Linear group of `g` (those of the same shapes once) run as one against one by
+// one with `variants`; records each measurement in `m` and returns the groups to fuse.
+std::vector<std::vector<int32_t>> choose_groups(const graph::Graph& g, const Backend& backend,
+                                                ThreadPool& pool, int64_t max_context,
+                                                const std::vector<int32_t>& variants, Module& m,
+                                                Work& work) {
+  const std::vector<std::vector<int32_t>> candidates = graph::linear_groups(g, backend);
+  if (candidates.empty()) return {};
+  graph::Schedule all = graph::plan_schedule(g, backend, pool.size(), max_context, candidates);
+  ++work.plans;
+  all.variants = variants;
+  graph::Plan grouped(g, backend, pool.size(), max_context, &all);
+  std::map<std::string, bool> decided;  // by the group's signature: fuse?
+  std::vector<std::vector<int32_t>> chosen;
+  for (size_t gi = 0; gi < candidates.size(); ++gi) {
+    std::string sig;
+    for (int32_t i : candidates[gi]) sig += signature(g, g.nodes[static_cast<size_t>(i)]) + ';';
+    auto it = decided.find(sig);
+    if (it == decided.end()) {
+      Fused f{candidates[gi], "", 0, 0, false};
+      for (int32_t i : candidates[gi]) {
+        const graph::Node& node = g.nodes[static_cast<size_t>(i)];
+        const std::string& name = node.name.empty() ? g.at(node.inputs[1]).name : node.name;
+        f.names += (f.names.empty() ? "" : "+") + (name.empty() ? "linear" : name);
+        f.separate_seconds +=
+            best_time(grouped, pool, static_cast<size_t>(i), variants[static_cast<size_t>(i)]);
+      }
+      f.fused_seconds = best_time([&] { return grouped.time_group(pool, gi); });
+      ++work.groups_timed;
+      f.kept = f.fused_seconds < 0.97 * f.separate_seconds;
+      m.fused.push_back(f);
+      it = decided.emplace(sig, f.kept).first;
+    }
+    if (it->second) chosen.push_back(candidates[gi]);
+  }
+  return chosen;
 }
 
 template <class T>
@@ -83,6 +124,13 @@ std::string Module::json() const {
   for (const Tuned& t : tuned)
     tuned_nodes.push_back(
         {{"node", t.node}, {"name", t.name}, {"variant", t.variant}, {"seconds", t.seconds}});
+  Json fused_groups = Json::array();
+  for (const Fused& f : fused)
+    fused_groups.push_back({{"nodes", f.nodes},
+                            {"names", f.names},
+                            {"separate_seconds", f.separate_seconds},
+                            {"fused_seconds", f.fused_seconds},
+                            {"kept", f.kept}});
   const Json j = {{"format", kModuleFormat},
                   {"graph_hash", graph_hash},
                   {"flags_hash", flags.hash()},
@@ -90,7 +138,9 @@ std::string Module::json() const {
                   {"arena_bytes", schedule.arena_bytes},
                   {"slots", slots},
                   {"variants", schedule.variants},
+                  {"groups", schedule.groups},
                   {"tuned", tuned_nodes},
+                  {"fused", fused_groups},
                   {"compile_seconds", compile_seconds}};
   return j.dump(1) + "\n";
 }
@@ -125,10 +175,21 @@ Module Module::parse(const std::string& text, const std::string& origin) {
     }
   }
   m.schedule.variants = field<std::vector<int32_t>>(j, "variants", origin);
-  for (const Json& t : j.at("tuned"))
+  m.schedule.groups = field<std::vector<std::vector<int32_t>>>(j, "groups", origin);
+  auto list = [&](const char* key) {
+    Json l = field<Json>(j, key, origin);
+    if (!l.is_array()) fail(origin, ": ", key, " is not a list");
+    return l;
+  };
+  for (const Json& t : list("tuned"))
     m.tuned.push_back({field<int32_t>(t, "node", origin), field<std::string>(t, "name", origin),
                        field<int32_t>(t, "variant", origin),
                        field<std::vector<double>>(t, "seconds", origin)});
+  for (const Json& f : list("fused"))
+    m.fused.push_back({field<std::vector<int32_t>>(f, "nodes", origin),
+                       field<std::string>(f, "names", origin),
+                       field<double>(f, "separate_seconds", origin),
+                       field<double>(f, "fused_seconds", origin), field<bool>(f, "kept", origin)});
   m.compile_seconds = field<double>(j, "compile_seconds", origin);
   return m;
 }
@@ -165,6 +226,13 @@ Module compile_module(const graph::Graph& bucket, const Backend& backend, Thread
     plan.set_variant(i, it->second.variant);
   }
   m.schedule = plan.schedule();
+  const std::vector<std::vector<int32_t>> groups =
+      choose_groups(bucket, backend, pool, flags.max_context, m.schedule.variants, m, work);
+  if (!groups.empty()) {
+    m.schedule = graph::plan_schedule(bucket, backend, pool.size(), flags.max_context, groups);
+    ++work.plans;
+    m.schedule.variants = plan.schedule().variants;
+  }
   m.compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return m;

@@ -20,7 +20,7 @@
 namespace lathe::compile {
 
 // Bumped when module.json's meaning changes; part of the flags, so old entries are not used.
-inline constexpr int kModuleFormat = 1;
+inline constexpr int kModuleFormat = 2;
 
 // What besides the graph decides a module's content: the flags hash keys it in the cache
 // (flags.json holds them in words).
@@ -48,11 +48,21 @@ struct Tuned {
   std::vector<double> seconds;  // best time of each variant, in variant order
 };
 
+// One measured Linear group (graph::linear_groups): its nodes one by one (each with its
+// chosen variant) against the group run as one; kept when that is 3% faster.
+struct Fused {
+  std::vector<int32_t> nodes;
+  std::string names;  // the nodes' names, joined by '+'
+  double separate_seconds = 0, fused_seconds = 0;
+  bool kept = false;
+};
+
 struct Module {
   std::string graph_hash;  // of the bucket's graph
   Flags flags;
   graph::Schedule schedule;
   std::vector<Tuned> tuned;
+  std::vector<Fused> fused;
   double compile_seconds = 0;
 
   std::string json() const;  // module.json
@@ -63,13 +73,17 @@ struct Module {
 
 // What compiling counted: the tests check the warm path did none of the costly work.
 struct Work {
-  int64_t nodes_timed = 0;  // kernel variants timed (the costly part)
-  int64_t plans = 0;        // memory plans computed
+  int64_t nodes_timed = 0;   // kernel variants timed (the costly part)
+  int64_t groups_timed = 0;  // Linear groups timed fused against one by one
+  int64_t plans = 0;         // memory plans computed
 };
 
 // Compiles the graph of a bucket: plans its memory, then times each variant of every node
 // the backend can run several ways (nodes of the same op and shapes are timed once) and keeps
 // the fastest; a variant must beat the default by 3% to replace it, so noise does not churn.
+// Then it times each group of Linear nodes that read the same x (graph::linear_groups; groups
+// of the same shapes once) run as one against one by one, and fuses the groups 3% faster so
+// (the memory plan is made again with them).
 Module compile_module(const graph::Graph& bucket, const Backend& backend, ThreadPool& pool,
                       const Flags& flags, Work& work);
 

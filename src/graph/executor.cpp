@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "core/error.h"
 
@@ -52,11 +53,17 @@ bool live_together(const Interval& a, const Interval& b) {
 }
 
 // The buffers `g` needs, in node order (a node's output, then its scratch), each with the
-// span of nodes it lives through: from its node to its last reader (through views); the
-// graph's outputs to the end.
+// span of nodes it lives through: from its node (a grouped Linear's: its group's first) to its
+// last reader (through views); the graph's outputs to the end.
 std::vector<Interval> buffers(const Graph& g, const Backend& backend, int threads,
-                              int64_t max_context) {
+                              int64_t max_context,
+                              const std::vector<std::vector<int32_t>>& groups) {
   const size_t n = g.nodes.size();
+  std::vector<size_t> start(n);
+  for (size_t i = 0; i < n; ++i) start[i] = i;
+  for (const std::vector<int32_t>& group : groups)
+    for (int32_t member : group)
+      start[static_cast<size_t>(member)] = static_cast<size_t>(group.front());
   std::vector<int32_t> root(n);
   std::vector<size_t> last(n);
   for (size_t i = 0; i < n; ++i) {
@@ -77,11 +84,12 @@ std::vector<Interval> buffers(const Graph& g, const Backend& backend, int thread
     if (has_buffer(node.op)) {
       const size_t bytes =
           round_up(static_cast<size_t>(shape_numel(node.shape)) * dtype_size(node.dtype));
-      items.push_back({i, last[i], bytes, 0, static_cast<int32_t>(i), false});
+      items.push_back({start[i], last[i], bytes, 0, static_cast<int32_t>(i), false});
     }
     const size_t ws = backend.workspace_floats(g, node, threads, max_context);
     if (ws > 0)
-      items.push_back({i, i, round_up(ws * sizeof(float)), 0, static_cast<int32_t>(i), true});
+      items.push_back(
+          {start[i], start[i], round_up(ws * sizeof(float)), 0, static_cast<int32_t>(i), true});
   }
   return items;
 }
@@ -121,21 +129,79 @@ void check_support(const Graph& g, const Backend& backend) {
       fail("backend ", backend.name(), " cannot run ", op_name(node.op), " ", node.name);
 }
 
+// A Linear node whose weight (and bias, if any) are constants: all it reads besides x.
+bool constant_linear(const Graph& g, const Node& node) {
+  if (node.op != Op::Linear || g.at(node.inputs[1]).op != Op::Weight) return false;
+  return node.inputs.size() < 3 || !node.inputs[2].valid() || g.at(node.inputs[2]).op == Op::Weight;
+}
+
+void check_groups(const Graph& g, const Backend& backend,
+                  const std::vector<std::vector<int32_t>>& groups) {
+  if (groups.empty()) return;
+  const std::vector<std::vector<int32_t>> allowed = linear_groups(g, backend);
+  std::vector<bool> taken(allowed.size(), false);
+  for (const std::vector<int32_t>& group : groups) {
+    const auto it = std::find(allowed.begin(), allowed.end(), group);
+    if (it == allowed.end())
+      fail("schedule group of ", group.size(), " nodes from node ",
+           group.empty() ? -1 : group.front(), " is not a group of Linear nodes the ",
+           backend.name(), " backend runs as one");
+    if (taken[static_cast<size_t>(it - allowed.begin())])
+      fail("schedule group from node ", group.front(), " is listed twice");
+    taken[static_cast<size_t>(it - allowed.begin())] = true;
+  }
+}
+
 }  // namespace
 
-Schedule plan_schedule(const Graph& g, const Backend& backend, int threads, int64_t max_context) {
+std::vector<std::vector<int32_t>> linear_groups(const Graph& g, const Backend& backend) {
+  std::vector<std::vector<int32_t>> open;  // by x, the group being filled
+  std::vector<std::vector<int32_t>> groups;
+  auto close = [&](std::vector<int32_t>& group) {
+    if (group.size() >= 2 && backend.fuses_linears(g, group)) groups.push_back(group);
+    group.clear();
+  };
+  std::vector<int32_t> group_of(g.nodes.size(), -1);  // x's node -> index into `open`
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& node = g.nodes[i];
+    if (!constant_linear(g, node)) continue;
+    const Node& w = g.at(node.inputs[1]);
+    int32_t& slot = group_of[static_cast<size_t>(node.inputs[0].id)];
+    if (slot < 0) {
+      slot = static_cast<int32_t>(open.size());
+      open.emplace_back();
+    }
+    std::vector<int32_t>& group = open[static_cast<size_t>(slot)];
+    if (!group.empty()) {
+      const Node& first_w = g.at(g.nodes[static_cast<size_t>(group.front())].inputs[1]);
+      if (first_w.dtype != w.dtype || first_w.shape[1] != w.shape[1] ||
+          group.size() == kMaxLinearGroup)
+        close(group);
+    }
+    group.push_back(static_cast<int32_t>(i));
+  }
+  for (std::vector<int32_t>& group : open) close(group);
+  std::sort(groups.begin(), groups.end());
+  return groups;
+}
+
+Schedule plan_schedule(const Graph& g, const Backend& backend, int threads, int64_t max_context,
+                       const std::vector<std::vector<int32_t>>& groups) {
   check_support(g, backend);
-  std::vector<Interval> items = buffers(g, backend, threads, max_context);
+  check_groups(g, backend, groups);
+  std::vector<Interval> items = buffers(g, backend, threads, max_context, groups);
   Schedule s;
   s.arena_bytes = place(items);
   for (const Interval& it : items) s.slots.push_back({it.node, it.workspace, it.offset, it.bytes});
   s.variants.assign(g.nodes.size(), 0);
+  s.groups = groups;
   return s;
 }
 
 void check_schedule(const Graph& g, const Backend& backend, int threads, int64_t max_context,
                     const Schedule& s, bool exact) {
-  const std::vector<Interval> items = buffers(g, backend, threads, max_context);
+  check_groups(g, backend, s.groups);
+  const std::vector<Interval> items = buffers(g, backend, threads, max_context, s.groups);
   if (s.slots.size() != items.size())
     fail("schedule of ", s.slots.size(), " buffers for a graph that needs ", items.size());
   uint64_t end_to_end = 0;
@@ -204,6 +270,11 @@ Plan::Plan(Graph graph, const Backend& backend, int threads, int64_t max_context
       values_[static_cast<size_t>(slot.node)] =
           Tensor::wrap(node.dtype, node.shape, arena_ + slot.offset);
   }
+  group_at_.assign(n, kAlone);
+  for (size_t gi = 0; gi < schedule_.groups.size(); ++gi)
+    for (int32_t member : schedule_.groups[gi])
+      group_at_[static_cast<size_t>(member)] =
+          member == schedule_.groups[gi].front() ? static_cast<int32_t>(gi) : kInGroup;
   args_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const Node& node = graph_.nodes[i];
@@ -229,6 +300,43 @@ double Plan::time_node(ThreadPool& pool, size_t i, int variant) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+double Plan::time_group(ThreadPool& pool, size_t g) {
+  const StepData none{};
+  const auto start = std::chrono::steady_clock::now();
+  run_group(pool, g, none);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The NodeArgs of a group's nodes, in an array on the stack (a planned step allocates nothing).
+template <size_t... I>
+void run_linears(const Backend& backend, std::index_sequence<I...>, const int32_t* nodes,
+                 const Graph& graph, const std::vector<std::vector<const Tensor*>>& args,
+                 std::vector<Tensor>& values, const std::vector<float*>& workspace,
+                 const std::vector<int32_t>& variants, const StepData& step, ThreadPool& pool) {
+  const NodeArgs group[] = {
+      NodeArgs{graph.nodes[static_cast<size_t>(nodes[I])], args[static_cast<size_t>(nodes[I])],
+               values[static_cast<size_t>(nodes[I])], workspace[static_cast<size_t>(nodes[I])],
+               step, pool, variants[static_cast<size_t>(nodes[I])]}...};
+  backend.run_linears(group);
+}
+
+void Plan::run_group(ThreadPool& pool, size_t g, const StepData& step) {
+  const std::vector<int32_t>& nodes = schedule_.groups.at(g);
+  static_assert(kMaxLinearGroup == 4);
+  switch (nodes.size()) {
+    case 2:
+      return run_linears(backend_, std::make_index_sequence<2>{}, nodes.data(), graph_, args_,
+                         values_, workspace_, schedule_.variants, step, pool);
+    case 3:
+      return run_linears(backend_, std::make_index_sequence<3>{}, nodes.data(), graph_, args_,
+                         values_, workspace_, schedule_.variants, step, pool);
+    case 4:
+      return run_linears(backend_, std::make_index_sequence<4>{}, nodes.data(), graph_, args_,
+                         values_, workspace_, schedule_.variants, step, pool);
+  }
+  fail("internal: a Linear group of ", nodes.size(), " nodes");
+}
+
 void Plan::run(ThreadPool& pool, const StepData& step, const Trace* trace) {
   if (pool.size() > threads_)
     fail("internal: a pool of ", pool.size(), " threads on a plan for ", threads_);
@@ -239,7 +347,9 @@ void Plan::run(ThreadPool& pool, const StepData& step, const Trace* trace) {
     const Node& node = graph_.nodes[i];
     if (node.op == Op::Input) {
       values_[i].rebind(const_cast<int32_t*>(checked_input(step, node).data()));
-    } else if (has_buffer(node.op)) {
+    } else if (group_at_[i] >= 0) {
+      run_group(pool, static_cast<size_t>(group_at_[i]), step);
+    } else if (has_buffer(node.op) && group_at_[i] == kAlone) {
       backend_.run({node, args_[i], values_[i], workspace_[i], step, pool, schedule_.variants[i]});
     }
     if (trace && *trace && !node.name.empty()) (*trace)(node.name, values_[i]);

@@ -52,16 +52,29 @@ struct Schedule {
   std::vector<Slot> slots;  // in the order the planner lists them: by node, output first
   uint64_t arena_bytes = 0;
   std::vector<int32_t> variants;  // per node; empty: every node's default (0)
+  // Linear nodes run as one (Backend::run_linears) where the first of each group stands;
+  // each group one of linear_groups(), whose buffers are live from its first node on.
+  std::vector<std::vector<int32_t>> groups;
 };
 
-// The planner's schedule of `g`: buffers placed greedily by liveness, default variants.
-Schedule plan_schedule(const Graph& g, const Backend& backend, int threads, int64_t max_context);
+// The most Linear nodes one group holds.
+inline constexpr size_t kMaxLinearGroup = 4;
+// Linear nodes that could run as one: those reading the same x (the same value, not a copy)
+// with constant weights (and biases) of one dtype and width, in node order, in groups of 2 to
+// kMaxLinearGroup (q, k and v; gate and up). Only those `backend` fuses.
+std::vector<std::vector<int32_t>> linear_groups(const Graph& g, const Backend& backend);
+
+// The planner's schedule of `g`: buffers placed greedily by liveness, default variants, and
+// the given Linear groups (each one of linear_groups()'s).
+Schedule plan_schedule(const Graph& g, const Backend& backend, int threads, int64_t max_context,
+                       const std::vector<std::vector<int32_t>>& groups = {});
 
 // Checks that `s` is a valid schedule for `g`: a slot for exactly each buffer `g` needs, each
 // at least as large (exactly as large with `exact`), inside the arena, no two buffers live
 // at the same time overlapping, the arena no larger than all slots end to end, and each
-// variant one the backend has. Throws lathe::Error saying what is wrong, so that a module
-// from another machine can never make a plan write outside its arena.
+// variant one the backend has, each group one linear_groups() could give. Throws lathe::Error
+// saying what is wrong, so that a module from another machine can never make a plan write outside
+// its arena.
 void check_schedule(const Graph& g, const Backend& backend, int threads, int64_t max_context,
                     const Schedule& s, bool exact);
 
@@ -96,6 +109,8 @@ class Plan {
   // the compiled mode times to choose each node's variant. Only for nodes that read no step
   // input directly (Linear and the like); returns the seconds it took.
   double time_node(ThreadPool& pool, size_t i, int variant);
+  // Runs group g of the schedule alone likewise (each node with its variant); the seconds.
+  double time_group(ThreadPool& pool, size_t g);
   void set_variant(size_t i, int variant) { schedule_.variants.at(i) = variant; }
 
   // Executes the graph over `step`, whose inputs must have the shapes the graph was built for,
@@ -116,6 +131,11 @@ class Plan {
   std::vector<Tensor> values_;                    // per node: a view of the arena, a weight, ...
   std::vector<std::vector<const Tensor*>> args_;  // per node: its inputs' values
   std::vector<float*> workspace_;                 // per node: its scratch in the arena, or null
+  // Per node: the schedule's group it heads, kInGroup when it runs with an earlier node's
+  // group, or kAlone.
+  std::vector<int32_t> group_at_;
+  static constexpr int32_t kAlone = -1, kInGroup = -2;
+  void run_group(ThreadPool& pool, size_t g, const StepData& step);
 };
 
 class EagerRunner {

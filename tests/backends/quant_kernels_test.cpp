@@ -133,8 +133,9 @@ TEST(QuantMatmul, Avx512VnniGivesTheReferenceBits) {
                         sh.m, sh.n, sh.k, scratch.data());
       for (ThreadPool* pool : {&one, &two}) {
         std::vector<float> got(want.size(), -1.0f);
-        qmatmul_fast(x.data<float>(), w.data<void>(), type, bias.data<float>(), got.data(), sh.m,
-                     sh.n, sh.k, scratch.data(), *pool, QuantKernel::Avx512Vnni);
+        const MatmulPart part{w.data<void>(), bias.data<float>(), got.data(), sh.n};
+        qmatmul_fast(x.data<float>(), std::span<const MatmulPart>(&part, 1), type, sh.m, sh.k,
+                     scratch.data(), *pool, QuantKernel::Avx512Vnni);
         EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)));
       }
     }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <new>
 
 #include "io/tiny_checkpoint.h"
@@ -65,9 +66,28 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept {
 namespace lathe {
 namespace {
 
-// Planned decode steps of fixture `name` after warm-up make no heap allocation.
+// Schedules that run every Linear group as one (the compiled mode's fused groups).
+class GroupedSource : public graph::ScheduleSource {
+ public:
+  const graph::Schedule* schedule_for(const graph::Graph& bucket, const Backend& backend,
+                                      ThreadPool& pool, int64_t max_context, int64_t,
+                                      int64_t) override {
+    const auto groups = graph::linear_groups(bucket, backend);
+    grouped += static_cast<int64_t>(groups.size());
+    kept_.push_back(std::make_unique<graph::Schedule>(
+        graph::plan_schedule(bucket, backend, pool.size(), max_context, groups)));
+    return kept_.back().get();
+  }
+  int64_t grouped = 0;
+
+ private:
+  std::vector<std::unique_ptr<graph::Schedule>> kept_;
+};
+
+// Planned decode steps of fixture `name` after warm-up make no heap allocation (with
+// `grouped`, on schedules that run Linear groups as one).
 void expect_no_decode_allocations(const std::string& name, bool reference, bool bf16_kv,
-                                  const ModelOptions& options) {
+                                  const ModelOptions& options, bool grouped = false) {
   testing::ScratchDir dir("alloc");
   build_tiny_checkpoint(std::filesystem::path(LATHE_SOURCE_DIR) / "tests/fixtures/tiny" / name,
                         dir.path(), {});
@@ -77,6 +97,8 @@ void expect_no_decode_allocations(const std::string& name, bool reference, bool 
   ASSERT_NE(graph, nullptr);
   ThreadPool pool(2);
   Context ctx{&pool, reference, false};
+  GroupedSource source;
+  if (grouped) ctx.compiled = &source;
   Engine engine(*graph, ctx);
   KVCache cache = model->new_cache(64, bf16_kv ? DType::BF16 : DType::F32);
   KVCache* caches[] = {&cache};
@@ -99,6 +121,9 @@ void expect_no_decode_allocations(const std::string& name, bool reference, bool 
   EXPECT_EQ(allocations.load(), 0);
   EXPECT_EQ(engine.plans_built(), 2);
   EXPECT_EQ(cache.length, 13);
+  if (grouped && !reference) {
+    EXPECT_GT(source.grouped, 0) << name;
+  }
 }
 
 // (fixture, reference backend, bf16 KV cache)
@@ -115,6 +140,12 @@ TEST(QuantizedDecodeAllocations, NoneAfterWarmUp) {
     for (bool reference : {false, true})
       for (const char* name : {"llama_tied_gqa", "qwen3_moe_headdim_mlp_only"})
         expect_no_decode_allocations(name, reference, false, {.quantize = type});
+}
+
+// Linear groups run as one take their matrices' parts on the stack.
+TEST(GroupedDecodeAllocations, NoneAfterWarmUp) {
+  expect_no_decode_allocations("llama_tied_gqa", false, false, {}, true);
+  expect_no_decode_allocations("llama_tied_gqa", false, true, {.quantize = DType::Q4_0}, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(

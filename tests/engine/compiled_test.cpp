@@ -20,15 +20,19 @@ namespace lathe {
 namespace {
 
 // Gives every node that has variants a non-default one, in turn (variant (i + salt) mod n), so
-// that every way of running a Linear is checked against eager execution.
+// that every way of running a Linear is checked against eager execution; with an odd salt,
+// every group of Linear nodes the backend can run as one is run so.
 class RoundRobinSource : public graph::ScheduleSource {
  public:
   explicit RoundRobinSource(int salt) : salt_(salt) {}
   const graph::Schedule* schedule_for(const graph::Graph& bucket, const Backend& backend,
                                       ThreadPool& pool, int64_t max_context, int64_t,
                                       int64_t) override {
+    const auto groups =
+        salt_ % 2 ? graph::linear_groups(bucket, backend) : std::vector<std::vector<int32_t>>{};
+    grouped += static_cast<int64_t>(groups.size());
     auto s = std::make_unique<graph::Schedule>(
-        graph::plan_schedule(bucket, backend, pool.size(), max_context));
+        graph::plan_schedule(bucket, backend, pool.size(), max_context, groups));
     for (size_t i = 0; i < bucket.nodes.size(); ++i) {
       const int n = backend.variants(bucket, bucket.nodes[i]);
       s->variants[i] = static_cast<int32_t>((static_cast<int>(i) + salt_) % n);
@@ -37,7 +41,7 @@ class RoundRobinSource : public graph::ScheduleSource {
     kept_.push_back(std::move(s));
     return kept_.back().get();
   }
-  int64_t varied = 0;
+  int64_t varied = 0, grouped = 0;
 
  private:
   int salt_;
@@ -84,6 +88,34 @@ TEST_P(CompiledFixture, EveryKernelVariantGivesTheEagerBits) {
     ctx.compiled = &source;
     expect_same(eager, run(*l->model, ctx, prompt));
     EXPECT_GT(source.varied, 0) << "no node had variants to choose from";
+    if (salt == 1 && GetParam().starts_with("llama_tied_gqa")) {
+      EXPECT_GT(source.grouped, 0) << "no Linear group was run as one";
+    }
+  }
+}
+
+// Q, k and v (and gate and up) read the same x: the groups a step may run as one.
+TEST(Compiled, LinearsThatReadTheSameXAreGroups) {
+  for (const char* name : {"llama_tied_gqa", "llama_tied_gqa@q8_0"}) {
+    auto l = load(name);
+    ThreadPool pool(2);
+    Context ctx{&pool, false, false};
+    const graph::Graph g = Engine(l->graph(), ctx).build_graph(8, 1);
+    const auto groups = graph::linear_groups(g, cpu_backend(false));
+    ASSERT_FALSE(groups.empty()) << name;
+    std::map<size_t, int> sizes;
+    for (const auto& group : groups) {
+      ++sizes[group.size()];
+      for (int32_t i : group) {
+        EXPECT_EQ(g.nodes[static_cast<size_t>(i)].op, graph::Op::Linear);
+        EXPECT_EQ(g.nodes[static_cast<size_t>(i)].inputs[0].id,
+                  g.nodes[static_cast<size_t>(group.front())].inputs[0].id);
+      }
+    }
+    const int layers = static_cast<int>(l->model->info().num_layers);
+    EXPECT_EQ(sizes[3], layers) << name << ": q, k and v of each layer";
+    EXPECT_EQ(sizes[2], layers) << name << ": gate and up of each layer";
+    EXPECT_TRUE(graph::linear_groups(g, cpu_backend(true)).empty()) << "the reference fuses none";
   }
 }
 
@@ -134,12 +166,14 @@ TEST(Compiled, AWarmRunReadsItsModulesAndDoesNoneOfTheCostlyWork) {
   EXPECT_EQ(cold.stats.compiled, 2);
   EXPECT_EQ(cold.stats.loaded, 0);
   EXPECT_GT(cold.stats.work.nodes_timed, 0);
-  EXPECT_EQ(cold.stats.work.plans, 2);
+  EXPECT_GE(cold.stats.work.plans, 2);
+  EXPECT_GT(cold.stats.work.groups_timed, 0);
   const CachedRun warm = cached_run(*l->model, pool, dir.path(), prompt);
   EXPECT_EQ(warm.stats.compiled, 0);
   EXPECT_EQ(warm.stats.loaded, 2);
   EXPECT_EQ(warm.stats.work.nodes_timed, 0);
   EXPECT_EQ(warm.stats.work.plans, 0);
+  EXPECT_EQ(warm.stats.work.groups_timed, 0);
   EXPECT_EQ(warm.stats.keys, cold.stats.keys);
   expect_same(cold.out, warm.out);
   // A prompt of another length in the same bucket (5..8 tokens) uses the same module.
@@ -249,6 +283,20 @@ TEST(Compiled, ALyingScheduleIsRefused) {
       {"a missing buffer", [](graph::Schedule& s) { s.slots.pop_back(); }},
       {"another node's buffer", [](graph::Schedule& s) { ++s.slots[0].node; }},
       {"a variant that does not exist", [](graph::Schedule& s) { s.variants[0] = 99; }},
+      {"a group of nodes that are no Linear group",
+       [](graph::Schedule& s) {
+         s.groups = {{1, 2}};
+       }},
+      {"a group cut short",
+       [&](graph::Schedule& s) {
+         s.groups = {graph::linear_groups(g, backend).front()};
+         s.groups[0].pop_back();
+       }},
+      {"a group twice",
+       [&](graph::Schedule& s) {
+         s.groups = {graph::linear_groups(g, backend).front(),
+                     graph::linear_groups(g, backend).front()};
+       }},
   };
   for (const auto& [what, lie] : lies) {
     graph::Schedule s = good;

@@ -394,6 +394,12 @@ void over_rows(bool parallel, ThreadPool& pool, int64_t rows, int64_t row_floats
                     fn);
 }
 
+cpu::MatmulSchedule schedule(int variant) {
+  return variant > 0 && variant < static_cast<int>(std::size(kMatmulSchedules))
+             ? kMatmulSchedules[variant]
+             : cpu::MatmulSchedule{};
+}
+
 class CpuBackend : public Backend {
  public:
   explicit CpuBackend(bool reference) : reference_(reference) {}
@@ -408,6 +414,23 @@ class CpuBackend : public Backend {
 
   int variants(const graph::Graph& g, const graph::Node& node) const override {
     return !reference_ && node.op == Op::Linear ? matmul_schedules(g, node) : 1;
+  }
+  bool fuses_linears(const graph::Graph& g, std::span<const int32_t> group) const override {
+    if (reference_ || group.size() > cpu::kMaxMatmulParts) return false;
+    const DType t = g.at(g.nodes[static_cast<size_t>(group.front())].inputs[1]).dtype;
+    return t == DType::F32 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
+  }
+  void run_linears(std::span<const NodeArgs> group) const override {
+    const NodeArgs& first = group.front();
+    const Tensor& w = *first.inputs[1];
+    const int64_t k = w.dim(1), m = first.inputs[0]->numel() / k;
+    cpu::MatmulPart parts[cpu::kMaxMatmulParts];
+    for (size_t p = 0; p < group.size(); ++p)
+      parts[p] = {group[p].inputs[1]->data<void>(), f32(group[p].inputs[2]),
+                  group[p].out.mut<float>(), group[p].inputs[1]->dim(0)};
+    cpu::matmul_fast_parts(first.inputs[0]->data<float>(),
+                           std::span<const cpu::MatmulPart>(parts, group.size()), w.dtype(), m, k,
+                           first.workspace, first.pool, schedule(first.variant));
   }
   std::string variant_name(const graph::Graph& g, const graph::Node& node, int v) const override {
     const int n = variants(g, node);
@@ -512,12 +535,9 @@ class CpuBackend : public Backend {
           cpu::matmul_reference(x->data<float>(), w.data<void>(), w.dtype(), f32(a.inputs[2]),
                                 a.out.mut<float>(), m, rows, k, a.workspace);
         else
-          cpu::matmul_fast(
-              x->data<float>(), w.data<void>(), w.dtype(), f32(a.inputs[2]), a.out.mut<float>(), m,
-              rows, k, a.workspace, a.pool,
-              a.variant > 0 && a.variant < static_cast<int>(std::size(kMatmulSchedules))
-                  ? kMatmulSchedules[a.variant]
-                  : cpu::MatmulSchedule{});
+          cpu::matmul_fast(x->data<float>(), w.data<void>(), w.dtype(), f32(a.inputs[2]),
+                           a.out.mut<float>(), m, rows, k, a.workspace, a.pool,
+                           schedule(a.variant));
         return;
       }
       case Op::RmsNorm: {

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "backends/cpu/isa_kernels.h"
 #include "core/dtype.h"
@@ -41,6 +42,21 @@ struct MatmulSchedule {
 void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
                  int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool,
                  MatmulSchedule schedule = {});
+// One of the matrices a fused matmul multiplies the same x by (a Linear group of the compiled
+// mode: q, k and v; gate and up): n weight rows w, the output y [m, n], its bias or null.
+struct MatmulPart {
+  const void* w = nullptr;
+  const float* bias = nullptr;
+  float* y = nullptr;
+  int64_t n = 0;
+};
+// The most parts one fused matmul takes.
+constexpr size_t kMaxMatmulParts = 4;
+// matmul_fast of x by every part's weights (all of w_dtype, k columns), as one parallel loop
+// over all their rows, x converted or quantized once (into `scratch`, as matmul_fast's): each
+// part's y has the bits matmul_fast gives it alone. MXFP4 and FP8 parts run one by one.
+void matmul_fast_parts(const float* x, std::span<const MatmulPart> parts, DType w_dtype, int64_t m,
+                       int64_t k, void* scratch, ThreadPool& pool, MatmulSchedule schedule = {});
 
 // MXFP4 and FP8 weights (block_matmul.cpp; block_kernels.h): f32 activations times the
 // exactly dequantized weights, no scratch. The reference equals matmul_reference on the
@@ -64,9 +80,9 @@ const char* quant_kernel_name(QuantKernel k);
 size_t qmatmul_scratch_bytes(int64_t m, int64_t k);
 void qmatmul_reference(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
                        int64_t m, int64_t n, int64_t k, void* scratch);
-void qmatmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
-                  int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool,
-                  QuantKernel kernel, int tasks_per_thread = ThreadPool::kTasksPerThread);
+void qmatmul_fast(const float* x, std::span<const MatmulPart> parts, DType w_dtype, int64_t m,
+                  int64_t k, void* scratch, ThreadPool& pool, QuantKernel kernel,
+                  int tasks_per_thread = ThreadPool::kTasksPerThread);
 
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * (weight + offset), for `rows` rows of `n`.
 void rms_norm(const float* x, const float* weight, float offset, float eps, float* y, int64_t rows,

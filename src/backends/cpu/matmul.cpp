@@ -6,6 +6,7 @@
 #include "backends/cpu/isa_kernels.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/weight_rows.h"
+#include "core/error.h"
 #include "core/quant.h"
 
 namespace lathe::cpu {
@@ -78,11 +79,15 @@ void gemm_portable(const float* x, const W* w, float* y, int64_t m, int64_t n0, 
   }
 }
 
-// y = x . w^T (+ bias) with the f32-activation kernel of `isa`.
+// Every part's y = x . w^T (+ bias) with the f32-activation kernel of `isa`, W the weights'
+// element type.
 template <class W>
-void gemm_on(Isa isa, const float* x, const W* w, const float* bias, float* y, int64_t m, int64_t n,
-             int64_t k, ThreadPool& pool, MatmulSchedule s) {
-  over_weight_rows(m, n, bias, y, pool, s.tasks_per_thread, [&](int64_t n0, int64_t n1) {
+void gemm_on(Isa isa, const float* x, std::span<const MatmulPart> parts, int64_t m, int64_t k,
+             ThreadPool& pool, MatmulSchedule s) {
+  over_parts_rows(m, parts, pool, s.tasks_per_thread, [&](size_t p, int64_t n0, int64_t n1) {
+    const auto* w = static_cast<const W*>(parts[p].w);
+    float* y = parts[p].y;
+    const int64_t n = parts[p].n;
     switch (isa) {
       case Isa::Avx512Bf16:
       case Isa::Avx512:
@@ -118,28 +123,36 @@ size_t matmul_scratch_bytes(DType w_dtype, int64_t m, int64_t k) {
 void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
                  int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool,
                  MatmulSchedule s) {
+  const MatmulPart part{w, bias, y, n};
+  matmul_fast_parts(x, std::span<const MatmulPart>(&part, 1), w_dtype, m, k, scratch, pool, s);
+}
+
+void matmul_fast_parts(const float* x, std::span<const MatmulPart> parts, DType w_dtype, int64_t m,
+                       int64_t k, void* scratch, ThreadPool& pool, MatmulSchedule s) {
+  if (parts.size() > kMaxMatmulParts) fail("internal: a matmul of ", parts.size(), " parts");
   if (is_quantized(w_dtype))
-    return qmatmul_fast(x, w, w_dtype, bias, y, m, n, k, scratch, pool, quant_kernel(),
-                        s.tasks_per_thread);
-  if (is_block_type(w_dtype))
-    return block_matmul_fast(x, w, w_dtype, bias, y, m, n, k, pool, s.tasks_per_thread,
-                             s.row_block);
-  const Isa isa = active_isa();
-  if (w_dtype == DType::BF16) {
-    const auto* wb = static_cast<const uint16_t*>(w);
-    if (isa == Isa::Avx512Bf16) {
-      // Activations rounded to bf16 once per row, then pairs of products in vdpbf16ps.
-      auto* xb = static_cast<uint16_t*>(scratch);
-      pool.parallel_for(m, 16, [&](int64_t r0, int64_t r1) {
-        avx512bf16::to_bf16(x + r0 * k, xb + r0 * k, (r1 - r0) * k);
-      });
-      return over_weight_rows(m, n, bias, y, pool, s.tasks_per_thread, [&](int64_t n0, int64_t n1) {
-        avx512bf16::gemm_bf16_dot(xb, wb, y, m, n0, n1, n, k, s.row_block);
-      });
-    }
-    return gemm_on(isa, x, wb, bias, y, m, n, k, pool, s);
+    return qmatmul_fast(x, parts, w_dtype, m, k, scratch, pool, quant_kernel(), s.tasks_per_thread);
+  if (is_block_type(w_dtype)) {
+    for (const MatmulPart& p : parts)
+      block_matmul_fast(x, p.w, w_dtype, p.bias, p.y, m, p.n, k, pool, s.tasks_per_thread,
+                        s.row_block);
+    return;
   }
-  gemm_on(isa, x, static_cast<const float*>(w), bias, y, m, n, k, pool, s);
+  const Isa isa = active_isa();
+  if (w_dtype == DType::BF16 && isa == Isa::Avx512Bf16) {
+    // Activations rounded to bf16 once per row, then pairs of products in vdpbf16ps.
+    auto* xb = static_cast<uint16_t*>(scratch);
+    pool.parallel_for(m, 16, [&](int64_t r0, int64_t r1) {
+      avx512bf16::to_bf16(x + r0 * k, xb + r0 * k, (r1 - r0) * k);
+    });
+    return over_parts_rows(
+        m, parts, pool, s.tasks_per_thread, [&](size_t p, int64_t n0, int64_t n1) {
+          avx512bf16::gemm_bf16_dot(xb, static_cast<const uint16_t*>(parts[p].w), parts[p].y, m, n0,
+                                    n1, parts[p].n, k, s.row_block);
+        });
+  }
+  if (w_dtype == DType::BF16) return gemm_on<uint16_t>(isa, x, parts, m, k, pool, s);
+  gemm_on<float>(isa, x, parts, m, k, pool, s);
 }
 
 }  // namespace lathe::cpu

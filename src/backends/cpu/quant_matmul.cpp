@@ -137,9 +137,9 @@ void qmatmul_reference(const float* x, const void* w, DType w_dtype, const float
   add_bias(bias, y, m, 0, n, n);
 }
 
-void qmatmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
-                  int64_t m, int64_t n, int64_t k, void* scratch, ThreadPool& pool,
-                  QuantKernel kernel, int tasks_per_thread) {
+void qmatmul_fast(const float* x, std::span<const MatmulPart> parts, DType w_dtype, int64_t m,
+                  int64_t k, void* scratch, ThreadPool& pool, QuantKernel kernel,
+                  int tasks_per_thread) {
   const QuantActs a = carve(scratch, m, k);
   const int zp = quant_zero_point(w_dtype);
   pool.parallel_for(m, 4, [&](int64_t r0, int64_t r1) {
@@ -153,19 +153,18 @@ void qmatmul_fast(const float* x, const void* w, DType w_dtype, const float* bia
     }
   });
   const bool q4 = w_dtype == DType::Q4_0;
-  const auto* wq = static_cast<const uint8_t*>(w);
   const size_t ldw = row_bytes(w_dtype, k);
-  over_weight_rows(m, n, bias, y, pool, tasks_per_thread, [&](int64_t n0, int64_t n1) {
+  over_parts_rows(m, parts, pool, tasks_per_thread, [&](size_t p, int64_t n0, int64_t n1) {
+    const auto* wq = static_cast<const uint8_t*>(parts[p].w);
+    float* y = parts[p].y;
+    const int64_t n = parts[p].n;
     switch (kernel) {
       case QuantKernel::Avx512Vnni:
-        avx512vnni::qgemm_rows(q4, a, wq, ldw, y, m, n0, n1, n);
-        break;
+        return avx512vnni::qgemm_rows(q4, a, wq, ldw, y, m, n0, n1, n);
       case QuantKernel::Avx2:
-        avx2::qgemm_rows(q4, a, wq, ldw, y, m, n0, n1, n);
-        break;
+        return avx2::qgemm_rows(q4, a, wq, ldw, y, m, n0, n1, n);
       case QuantKernel::Portable:
-        qgemm_reference(q4, a, wq, ldw, y, m, n0, n1, n);
-        break;
+        return qgemm_reference(q4, a, wq, ldw, y, m, n0, n1, n);
     }
   });
 }
