@@ -66,8 +66,9 @@ std::vector<std::vector<int32_t>> choose_groups(const graph::Graph& g, const Bac
       Fused f{candidates[gi], "", 0, 0, false};
       for (int32_t i : candidates[gi]) {
         const graph::Node& node = g.nodes[static_cast<size_t>(i)];
-        const std::string& name = node.name.empty() ? g.at(node.inputs[1]).name : node.name;
-        f.names += (f.names.empty() ? "" : "+") + (name.empty() ? "linear" : name);
+        const graph::Node& w = g.at(node.inputs[1]);
+        f.matrices += (f.matrices.empty() ? "" : " + ") + std::to_string(w.shape[0]) + "x" +
+                      std::to_string(w.shape[1]) + " " + std::string(dtype_name(w.dtype));
         f.separate_seconds +=
             best_time(grouped, pool, static_cast<size_t>(i), variants[static_cast<size_t>(i)]);
       }
@@ -127,7 +128,7 @@ std::string Module::json() const {
   Json fused_groups = Json::array();
   for (const Fused& f : fused)
     fused_groups.push_back({{"nodes", f.nodes},
-                            {"names", f.names},
+                            {"matrices", f.matrices},
                             {"separate_seconds", f.separate_seconds},
                             {"fused_seconds", f.fused_seconds},
                             {"kept", f.kept}});
@@ -187,7 +188,7 @@ Module Module::parse(const std::string& text, const std::string& origin) {
                        field<std::vector<double>>(t, "seconds", origin)});
   for (const Json& f : list("fused"))
     m.fused.push_back({field<std::vector<int32_t>>(f, "nodes", origin),
-                       field<std::string>(f, "names", origin),
+                       field<std::string>(f, "matrices", origin),
                        field<double>(f, "separate_seconds", origin),
                        field<double>(f, "fused_seconds", origin), field<bool>(f, "kept", origin)});
   m.compile_seconds = field<double>(j, "compile_seconds", origin);
