@@ -1,8 +1,11 @@
 // The sampler's filters, each checked on a hand-made distribution.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "generate/sampler.h"
@@ -27,6 +30,26 @@ const std::vector<float> kLogits = {1.0f, 3.0f, 2.9f, -1.0f, 0.5f};
 TEST(Sampler, GreedyPicksTheFirstMaximum) {
   EXPECT_EQ(draw({}, kLogits, 1).begin()->first, 1);
   EXPECT_EQ(argmax(std::vector<float>{2, 5, 5}), 1);
+}
+
+// argmax finds the largest value in a vectorised loop first: it must still answer as
+// std::max_element does, on ties, signed zeros, infinities and NaNs anywhere.
+TEST(Sampler, GreedyAnswersAsMaxElementDoes) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> small(-3, 3);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<float> v(1 + rng() % 70);
+    for (float& x : v) x = static_cast<float>(small(rng));  // many ties
+    if (trial % 5 == 1) v[rng() % v.size()] = -0.0f;
+    if (trial % 7 == 2) v[rng() % v.size()] = inf;
+    if (trial % 7 == 3) v[rng() % v.size()] = -inf;
+    if (trial % 3 == 0) v[rng() % v.size()] = nan;
+    if (trial % 11 == 4) v[0] = nan;
+    const auto want = std::max_element(v.begin(), v.end()) - v.begin();
+    EXPECT_EQ(argmax(v), want) << "trial " << trial;
+  }
 }
 
 TEST(Sampler, RepetitionPenaltyAppliesToGreedyToo) {
