@@ -1,9 +1,11 @@
 #include "compile/module.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <vector>
 
 #include "core/error.h"
 #include "io/json.h"
@@ -32,22 +34,54 @@ std::string signature(const graph::Graph& g, const graph::Node& node) {
   return s;
 }
 
-// The best of `reps` runs of `once` (which returns its seconds), after one run to warm caches.
-template <class F>
-double best_time(const F& once) {
-  const int reps = once() > 0.25 ? 1 : 3;  // a big prefill matmul: one more run is enough
-  double best = once();
-  for (int r = 1; r < reps; ++r) best = std::min(best, once());
-  return best;
-}
-double best_time(graph::Plan& plan, ThreadPool& pool, size_t i, int v) {
-  return best_time([&] { return plan.time_node(pool, i, v); });
-}
+// Times runs for the compiler: the best of three (one for runs over 0.25 s) after one to warm
+// up, each after reading kEvictBytes on each thread of the pool, so that the run finds its
+// weights where a step finds them, not in the cores' own caches. A step streams every other
+// layer's weights through them between two uses of one matrix; a node timed again and again
+// alone would keep a matrix of up to L2's size there, and look faster than it runs in a step
+// (fusing two such matrices, which no longer fit together, would then look slower).
+class Timer {
+ public:
+  static constexpr size_t kEvictBytes = size_t{8} << 20;
+  explicit Timer(ThreadPool& pool)
+      : pool_(pool), junk_(kEvictBytes / sizeof(uint64_t) * static_cast<size_t>(pool.size()), 1) {}
+
+  template <class F>
+  double best(const F& once) {
+    auto run = [&] {
+      evict();
+      return once();
+    };
+    const int reps = run() > 0.25 ? 1 : 3;  // a big prefill matmul: one more run is enough
+    double best = run();
+    for (int r = 1; r < reps; ++r) best = std::min(best, run());
+    return best;
+  }
+
+ private:
+  void evict() {
+    const size_t words = kEvictBytes / sizeof(uint64_t);
+    std::atomic<uint64_t> sum{0};
+    pool_.parallel_for(
+        pool_.size(), 1,
+        [&](int64_t t0, int64_t t1) {
+          uint64_t s = 0;
+          for (size_t i = static_cast<size_t>(t0) * words; i < static_cast<size_t>(t1) * words; ++i)
+            s += junk_[i];
+          sum += s;
+        },
+        1);
+    if (sum.load() != junk_.size()) fail("internal: the compiler's eviction buffer changed");
+  }
+
+  ThreadPool& pool_;
+  std::vector<uint64_t> junk_;
+};
 
 // Times every Linear group of `g` (those of the same shapes once) run as one against one by
 // one with `variants`; records each measurement in `m` and returns the groups to fuse.
 std::vector<std::vector<int32_t>> choose_groups(const graph::Graph& g, const Backend& backend,
-                                                ThreadPool& pool, int64_t max_context,
+                                                ThreadPool& pool, Timer& timer, int64_t max_context,
                                                 const std::vector<int32_t>& variants, Module& m,
                                                 Work& work) {
   const std::vector<std::vector<int32_t>> candidates = graph::linear_groups(g, backend);
@@ -69,10 +103,11 @@ std::vector<std::vector<int32_t>> choose_groups(const graph::Graph& g, const Bac
         const graph::Node& w = g.at(node.inputs[1]);
         f.matrices += (f.matrices.empty() ? "" : " + ") + std::to_string(w.shape[0]) + "x" +
                       std::to_string(w.shape[1]) + " " + std::string(dtype_name(w.dtype));
-        f.separate_seconds +=
-            best_time(grouped, pool, static_cast<size_t>(i), variants[static_cast<size_t>(i)]);
+        f.separate_seconds += timer.best([&] {
+          return grouped.time_node(pool, static_cast<size_t>(i), variants[static_cast<size_t>(i)]);
+        });
       }
-      f.fused_seconds = best_time([&] { return grouped.time_group(pool, gi); });
+      f.fused_seconds = timer.best([&] { return grouped.time_group(pool, gi); });
       ++work.groups_timed;
       f.kept = f.fused_seconds < 0.97 * f.separate_seconds;
       m.fused.push_back(f);
@@ -200,6 +235,7 @@ Module compile_module(const graph::Graph& bucket, const Backend& backend, Thread
   const auto start = std::chrono::steady_clock::now();
   graph::Plan plan(bucket, backend, pool.size(), flags.max_context);
   ++work.plans;
+  Timer timer(pool);
   Module m;
   m.graph_hash = hex_hash(bucket.hash());
   m.flags = flags;
@@ -214,7 +250,7 @@ Module compile_module(const graph::Graph& bucket, const Backend& backend, Thread
       Tuned t{
           static_cast<int32_t>(i), node.name.empty() ? graph::op_name(node.op) : node.name, 0, {}};
       for (int v = 0; v < n; ++v) {
-        t.seconds.push_back(best_time(plan, pool, i, v));
+        t.seconds.push_back(timer.best([&] { return plan.time_node(pool, i, v); }));
         ++work.nodes_timed;
       }
       for (int v = 1; v < n; ++v)
@@ -228,8 +264,8 @@ Module compile_module(const graph::Graph& bucket, const Backend& backend, Thread
   }
   m.schedule = plan.schedule();
   const std::vector<std::vector<int32_t>> groups =
-      choose_groups(bucket, backend, pool, flags.max_context, m.schedule.variants, m, work);
-  if (!groups.empty()) {
+      choose_groups(bucket, backend, pool, timer, flags.max_context, m.schedule.variants, m, work);
+  if (groups != m.schedule.groups) {
     m.schedule = graph::plan_schedule(bucket, backend, pool.size(), flags.max_context, groups);
     ++work.plans;
     m.schedule.variants = plan.schedule().variants;

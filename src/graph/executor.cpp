@@ -249,7 +249,8 @@ Plan::Plan(Graph graph, const Backend& backend, int threads, int64_t max_context
     schedule_ = *given;
     if (schedule_.variants.empty()) schedule_.variants.assign(n, 0);
   } else {
-    schedule_ = plan_schedule(graph_, backend_, threads, max_context);
+    schedule_ =
+        plan_schedule(graph_, backend_, threads, max_context, linear_groups(graph_, backend_));
   }
   for (const Node& node : graph_.nodes)
     if (has_buffer(node.op))

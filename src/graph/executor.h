@@ -93,7 +93,8 @@ class ScheduleSource {
 class Plan {
  public:
   // Plans `graph` for `backend` with `threads` threads and caches of at most max_context
-  // positions: with the planner's schedule, or `given` (checked first).
+  // positions: with the planner's schedule (every group linear_groups() gives run as one), or
+  // `given` (checked first).
   Plan(Graph graph, const Backend& backend, int threads, int64_t max_context,
        const Schedule* given = nullptr);
   Plan(const Plan&) = delete;
