@@ -216,13 +216,12 @@ int cmd_bench(int argc, char** argv) {
   OrderedJson compiled = nullptr;
   if (rt->compiler) {
     const compile::CompileStats& s = rt->compiler->stats();
-    compiled = {{"modules_compiled", s.compiled},
-                {"modules_loaded", s.loaded},
-                {"modules_failed", s.failed},
-                {"seconds", s.seconds},
-                {"variants_timed", s.work.nodes_timed},
-                {"groups_timed", s.work.groups_timed},
-                {"modules", s.keys}};
+    compiled = {
+        {"modules_compiled", s.compiled},       {"modules_loaded", s.loaded},
+        {"modules_failed", s.failed},           {"seconds", s.seconds},
+        {"variants_timed", s.work.nodes_timed}, {"groups_timed", s.work.groups_timed},
+        {"steps_timed", s.work.steps_timed},    {"modules", s.keys},
+    };
   }
   if (json) {
     OrderedJson per_run = OrderedJson::array();

@@ -177,6 +177,10 @@ std::string Module::json() const {
                   {"groups", schedule.groups},
                   {"tuned", tuned_nodes},
                   {"fused", fused_groups},
+                  {"checked",
+                   {{"planned_seconds", checked.planned_seconds},
+                    {"chosen_seconds", checked.chosen_seconds},
+                    {"kept", checked.kept}}},
                   {"compile_seconds", compile_seconds}};
   return j.dump(1) + "\n";
 }
@@ -226,9 +230,43 @@ Module Module::parse(const std::string& text, const std::string& origin) {
                        field<std::string>(f, "matrices", origin),
                        field<double>(f, "separate_seconds", origin),
                        field<double>(f, "fused_seconds", origin), field<bool>(f, "kept", origin)});
+  const Json& c = field<Json>(j, "checked", origin);
+  m.checked = {field<double>(c, "planned_seconds", origin),
+               field<double>(c, "chosen_seconds", origin), field<bool>(c, "kept", origin)};
   m.compile_seconds = field<double>(j, "compile_seconds", origin);
   return m;
 }
+
+namespace {
+
+// Times the step's Linear nodes and groups in step order with the planner's schedule (`plan`,
+// its variants set back to the default) and with m.schedule; keeps m.schedule only when 3%
+// faster, else takes the planner's.
+void check_choices(const graph::Graph& g, const Backend& backend, ThreadPool& pool, Timer& timer,
+                   int64_t max_context, graph::Plan& plan, Module& m, Work& work) {
+  std::vector<bool> which(g.nodes.size(), false);
+  bool chose = m.schedule.groups != plan.schedule().groups;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    which[i] = backend.variants(g, g.nodes[i]) > 1;
+    chose = chose || m.schedule.variants[i] != 0;
+    plan.set_variant(i, 0);
+  }
+  for (const std::vector<int32_t>& group : graph::linear_groups(g, backend))
+    for (int32_t node : group) which[static_cast<size_t>(node)] = true;
+  if (!chose) {  // the choices are the planner's: nothing to check
+    m.checked.kept = true;
+    return;
+  }
+  graph::Plan chosen(g, backend, pool.size(), max_context, &m.schedule);
+  ++work.plans;
+  ++work.steps_timed;
+  m.checked.planned_seconds = timer.best([&] { return plan.time_nodes(pool, which); });
+  m.checked.chosen_seconds = timer.best([&] { return chosen.time_nodes(pool, which); });
+  m.checked.kept = m.checked.chosen_seconds < 0.97 * m.checked.planned_seconds;
+  if (!m.checked.kept) m.schedule = plan.schedule();
+}
+
+}  // namespace
 
 Module compile_module(const graph::Graph& bucket, const Backend& backend, ThreadPool& pool,
                       const Flags& flags, Work& work) {
@@ -270,6 +308,7 @@ Module compile_module(const graph::Graph& bucket, const Backend& backend, Thread
     ++work.plans;
     m.schedule.variants = plan.schedule().variants;
   }
+  check_choices(bucket, backend, pool, timer, flags.max_context, plan, m, work);
   m.compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return m;

@@ -20,7 +20,7 @@
 namespace lathe::compile {
 
 // Bumped when module.json's meaning changes; part of the flags, so old entries are not used.
-inline constexpr int kModuleFormat = 2;
+inline constexpr int kModuleFormat = 3;
 
 // What besides the graph decides a module's content: the flags hash keys it in the cache
 // (flags.json holds them in words).
@@ -57,12 +57,23 @@ struct Fused {
   bool kept = false;
 };
 
+// The compiler's choices checked as a whole: the step's Linear nodes and groups run in step
+// order with the planner's schedule (default variants, every group run as one) and with the
+// chosen one; the chosen one is kept only when 3% faster, for a node timed alone can look
+// faster than it runs among the others. Both times are 0 when the choices were the planner's
+// own (nothing to check).
+struct Checked {
+  double planned_seconds = 0, chosen_seconds = 0;
+  bool kept = false;
+};
+
 struct Module {
   std::string graph_hash;  // of the bucket's graph
   Flags flags;
   graph::Schedule schedule;
   std::vector<Tuned> tuned;
   std::vector<Fused> fused;
+  Checked checked;
   double compile_seconds = 0;
 
   std::string json() const;  // module.json
@@ -75,6 +86,7 @@ struct Module {
 struct Work {
   int64_t nodes_timed = 0;   // kernel variants timed (the costly part)
   int64_t groups_timed = 0;  // Linear groups timed fused against one by one
+  int64_t steps_timed = 0;   // the chosen schedule's Linear nodes against the planner's
   int64_t plans = 0;         // memory plans computed
 };
 
@@ -83,7 +95,9 @@ struct Work {
 // the fastest; a variant must beat the default by 3% to replace it, so noise does not churn.
 // Then it times each group of Linear nodes that read the same x (graph::linear_groups; groups
 // of the same shapes once) run as one against one by one, and fuses the groups 3% faster so
-// (the memory plan is made again with them).
+// (the memory plan is made again with them). Last it times the step's Linear nodes with these
+// choices against the planner's schedule (Checked), and keeps the planner's unless the choices
+// are 3% faster.
 Module compile_module(const graph::Graph& bucket, const Backend& backend, ThreadPool& pool,
                       const Flags& flags, Work& work);
 

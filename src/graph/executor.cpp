@@ -308,6 +308,24 @@ double Plan::time_group(ThreadPool& pool, size_t g) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+double Plan::time_nodes(ThreadPool& pool, const std::vector<bool>& which) {
+  if (which.size() != graph_.nodes.size()) fail("internal: time_nodes over another graph");
+  const StepData none{};
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    if (!which[i]) continue;
+    const Node& node = graph_.nodes[i];
+    for (const Tensor* in : args_[i])
+      if (in && !in->data<void>()) fail("internal: timing node ", i, ", which reads a step input");
+    if (group_at_[i] >= 0) {
+      run_group(pool, static_cast<size_t>(group_at_[i]), none);
+    } else if (has_buffer(node.op) && group_at_[i] == kAlone) {
+      backend_.run({node, args_[i], values_[i], workspace_[i], none, pool, schedule_.variants[i]});
+    }
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 // The NodeArgs of a group's nodes, in an array on the stack (a planned step allocates nothing).
 template <size_t... I>
 void run_linears(const Backend& backend, std::index_sequence<I...>, const int32_t* nodes,

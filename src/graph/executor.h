@@ -112,6 +112,10 @@ class Plan {
   double time_node(ThreadPool& pool, size_t i, int variant);
   // Runs group g of the schedule alone likewise (each node with its variant); the seconds.
   double time_group(ThreadPool& pool, size_t g);
+  // Runs the nodes `which` marks (Linear and the like, as for time_node) in step order, as a
+  // step runs them: a group where its first node stands, each node with its variant; the
+  // seconds. What the compiled mode times to check its choices against the planner's.
+  double time_nodes(ThreadPool& pool, const std::vector<bool>& which);
   void set_variant(size_t i, int variant) { schedule_.variants.at(i) = variant; }
 
   // Executes the graph over `step`, whose inputs must have the shapes the graph was built for,

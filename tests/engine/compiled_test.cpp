@@ -4,6 +4,7 @@
 // timed); a module made for another graph, other kernels or a lying module.json is never used.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -181,6 +182,7 @@ TEST(Compiled, AWarmRunReadsItsModulesAndDoesNoneOfTheCostlyWork) {
   EXPECT_EQ(warm.stats.work.nodes_timed, 0);
   EXPECT_EQ(warm.stats.work.plans, 0);
   EXPECT_EQ(warm.stats.work.groups_timed, 0);
+  EXPECT_EQ(warm.stats.work.steps_timed, 0);
   EXPECT_EQ(warm.stats.keys, cold.stats.keys);
   expect_same(cold.out, warm.out);
   // A prompt of another length in the same bucket (5..8 tokens) uses the same module.
@@ -271,6 +273,38 @@ TEST(Compiled, AFailedModuleIsNotRetriedUnlessAsked) {
 
 // A module from elsewhere is checked against the graph it would serve before any memory is
 // placed by it (graph::check_schedule): each way of lying is refused.
+// The compiler's choices (variants, groups) replace the planner's schedule only when the
+// step's Linear nodes run 3% faster with them, in step order.
+TEST(Compiled, ChoicesAreKeptOnlyWhenTheStepsLinearsRunFaster) {
+  auto l = load("llama_tied_gqa@q8_0");
+  ThreadPool pool(2);
+  Context ctx{&pool, false, false};
+  const Backend& backend = cpu_backend(false);
+  for (int64_t tokens : {1, 8}) {
+    const graph::Graph g = Engine(l->graph(), ctx).build_graph(tokens, 1);
+    const compile::Flags flags = compile::step_flags(backend, 2, context_bucket(32), tokens, 1);
+    compile::Work work;
+    const compile::Module m = compile::compile_module(g, backend, pool, flags, work);
+    const graph::Schedule planned =
+        graph::plan_schedule(g, backend, 2, flags.max_context, graph::linear_groups(g, backend));
+    const bool planners = m.schedule.groups == planned.groups &&
+                          std::ranges::all_of(m.schedule.variants, [](int v) { return v == 0; });
+    if (work.steps_timed == 0) {  // nothing chosen: nothing to check
+      EXPECT_TRUE(planners) << tokens;
+      EXPECT_TRUE(m.checked.kept) << tokens;
+    } else {
+      EXPECT_GT(m.checked.planned_seconds, 0) << tokens;
+      EXPECT_GT(m.checked.chosen_seconds, 0) << tokens;
+      EXPECT_EQ(m.checked.kept, m.checked.chosen_seconds < 0.97 * m.checked.planned_seconds);
+      if (!m.checked.kept) {
+        EXPECT_TRUE(planners) << tokens;
+        EXPECT_EQ(m.schedule.arena_bytes, planned.arena_bytes) << tokens;
+      }
+    }
+    EXPECT_NO_THROW(graph::check_schedule(g, backend, 2, flags.max_context, m.schedule, true));
+  }
+}
+
 TEST(Compiled, ALyingScheduleIsRefused) {
   auto l = load("llama_tied_gqa@q8_0");  // quantized: it has Linear groups
   ThreadPool pool(2);
