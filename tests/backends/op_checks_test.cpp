@@ -10,10 +10,13 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "backends/cpu/isa.h"
+#include "backends/cpu/kernels.h"
 #include "backends/op_harness.h"
 #include "backends/tolerances.h"
 #include "core/error.h"
@@ -605,6 +608,64 @@ TEST(Activations, MatchDefinitions) {
     EXPECT_NEAR(capped.data<float>()[i], 3.0 * std::tanh(x.data<float>()[i] / 3.0), 1e-6);
   Builder g;
   EXPECT_THROW(g.softcap(g.weight(x), 0.0f), Error);  // a cap must be positive
+}
+
+// The fast kernels' gated SiLU and tanh GELU (sigmoids over a clamped polynomial e^x) at
+// every level, from tiny to huge gates either side of zero, against the definitions in
+// double; a NaN gate stays NaN.
+TEST(Activations, FastGatedSiluAndTanhGeluHoldAtTheExtremes) {
+  const std::vector<float> gates = {0.0f,
+                                    -0.0f,
+                                    1e-30f,
+                                    -1e-30f,
+                                    1e-3f,
+                                    -1e-3f,
+                                    0.5f,
+                                    -0.5f,
+                                    5.0f,
+                                    -5.0f,
+                                    20.0f,
+                                    -20.0f,
+                                    87.0f,
+                                    -87.0f,
+                                    89.0f,
+                                    -89.0f,
+                                    100.0f,
+                                    -100.0f,
+                                    1e4f,
+                                    -1e4f,
+                                    3e38f,
+                                    -3e38f,
+                                    std::numeric_limits<float>::infinity(),
+                                    std::numeric_limits<float>::quiet_NaN()};
+  const int64_t n = static_cast<int64_t>(gates.size());
+  const std::vector<float> up(gates.size(), 0.5f);
+  const cpu::Isa saved = cpu::active_isa();
+  for (int level = 0; level <= static_cast<int>(cpu::detected_isa()); ++level) {
+    cpu::set_active_isa(static_cast<cpu::Isa>(level));
+    for (Activation act : {Activation::Silu, Activation::GeluTanh}) {
+      std::vector<float> y(gates.size());
+      cpu::act_mul_fast(act, gates.data(), up.data(), y.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = gates[static_cast<size_t>(i)];
+        const double u = std::sqrt(2 / 3.141592653589793) * (v + 0.044715 * v * v * v);
+        const double want =
+            0.5 * (act == Activation::Silu ? v / (1 + std::exp(-v)) : 0.5 * v * (1 + std::tanh(u)));
+        const std::string where = std::string(cpu::isa_name(static_cast<cpu::Isa>(level))) +
+                                  (act == Activation::Silu ? " silu " : " gelu_tanh ") +
+                                  std::to_string(v);
+        if (std::isnan(v)) {
+          EXPECT_TRUE(std::isnan(y[static_cast<size_t>(i)])) << where;
+        } else if (std::isinf(v)) {
+          EXPECT_EQ(y[static_cast<size_t>(i)], want) << where;
+        } else {
+          EXPECT_NEAR(y[static_cast<size_t>(i)], want, 1e-6 * std::max(1.0, std::fabs(want)))
+              << where;
+        }
+      }
+    }
+  }
+  cpu::set_active_isa(saved);
 }
 
 TEST(Elementwise, AddScaleDivideMatchDefinitions) {

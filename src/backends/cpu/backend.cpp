@@ -546,13 +546,14 @@ class CpuBackend : public Backend {
       case Op::RmsNorm: {
         const int64_t dim = x->dim(-1), groups = a.inputs[1]->numel() / dim;
         const float* w = a.inputs[1]->data<float>();
+        auto norm = reference_ ? cpu::rms_norm : cpu::rms_norm_fast;
         over_rows(!reference_, a.pool, numel / dim, dim, [&](int64_t r0, int64_t r1) {
           if (groups == 1)
-            return cpu::rms_norm(x->data<float>() + r0 * dim, w, n.params.offset, n.params.eps,
-                                 a.out.mut<float>() + r0 * dim, r1 - r0, dim);
+            return norm(x->data<float>() + r0 * dim, w, n.params.offset, n.params.eps,
+                        a.out.mut<float>() + r0 * dim, r1 - r0, dim);
           for (int64_t r = r0; r < r1; ++r)  // row r reads weight row r % groups
-            cpu::rms_norm(x->data<float>() + r * dim, w + (r % groups) * dim, n.params.offset,
-                          n.params.eps, a.out.mut<float>() + r * dim, 1, dim);
+            norm(x->data<float>() + r * dim, w + (r % groups) * dim, n.params.offset, n.params.eps,
+                 a.out.mut<float>() + r * dim, 1, dim);
         });
         return;
       }
@@ -577,9 +578,10 @@ class CpuBackend : public Backend {
           }
           return;
         }
+        auto act_mul = reference_ ? cpu::act_mul : cpu::act_mul_fast;
         over_rows(!reference_, a.pool, numel, 1, [&](int64_t i0, int64_t i1) {
-          cpu::act_mul(n.params.act, x->data<float>() + i0, a.inputs[1]->data<float>() + i0,
-                       a.out.mut<float>() + i0, i1 - i0);
+          act_mul(n.params.act, x->data<float>() + i0, a.inputs[1]->data<float>() + i0,
+                  a.out.mut<float>() + i0, i1 - i0);
         });
         return;
       }

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
 
 namespace lathe::cpu {
@@ -161,6 +162,29 @@ void act_mul(graph::Activation act, const float* gate, const float* up, float* y
       for (int64_t i = 0; i < n; ++i) y[i] *= up[i];
       return;
   }
+}
+
+void rms_norm_fast(const float* x, const float* weight, float offset, float eps, float* y,
+                   int64_t rows, int64_t n) {
+  switch (active_isa()) {
+    case Isa::Avx512Bf16:
+    case Isa::Avx512:
+      return avx512::rms_norm(x, weight, offset, eps, y, rows, n);
+    case Isa::Avx2:
+      return avx2::rms_norm(x, weight, offset, eps, y, rows, n);
+    case Isa::Portable:
+      return rms_norm(x, weight, offset, eps, y, rows, n);
+  }
+}
+
+void act_mul_fast(graph::Activation act, const float* gate, const float* up, float* y, int64_t n) {
+  const Isa isa = active_isa();
+  const bool avx512 = isa == Isa::Avx512 || isa == Isa::Avx512Bf16;
+  if (act == graph::Activation::Silu && isa != Isa::Portable)
+    return avx512 ? avx512::silu_mul(gate, up, y, n) : avx2::silu_mul(gate, up, y, n);
+  if (act == graph::Activation::GeluTanh && isa != Isa::Portable)
+    return avx512 ? avx512::gelu_tanh_mul(gate, up, y, n) : avx2::gelu_tanh_mul(gate, up, y, n);
+  act_mul(act, gate, up, y, n);
 }
 
 }  // namespace lathe::cpu

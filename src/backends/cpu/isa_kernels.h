@@ -109,12 +109,17 @@ struct SsdArgs {
 //    and bf16 weights, pairs multiplied exactly and summed in f32 by vdpbf16ps.
 // attend_rows computes (token, head) rows [r0, r1) of a.tokens * a.heads as
 // attention_reference does, with vector dot products; `scores` is one row of a.scratch.
+// rms_norm, silu_mul and gelu_tanh_mul are kernels.h's, in vectors (elementwise_kernels.inc).
 #define LATHE_DECLARE_ISA_KERNELS                                                                \
   void gemm_rows(const float* x, const float* w, float* y, int64_t m, int64_t n0, int64_t n1,    \
                  int64_t ldy, int64_t k, int64_t row_block);                                     \
   void gemm_rows(const float* x, const uint16_t* w, float* y, int64_t m, int64_t n0, int64_t n1, \
                  int64_t ldy, int64_t k, int64_t row_block);                                     \
-  void attend_rows(const AttentionArgs& a, int64_t r0, int64_t r1, float* scores);
+  void attend_rows(const AttentionArgs& a, int64_t r0, int64_t r1, float* scores);               \
+  void rms_norm(const float* x, const float* weight, float offset, float eps, float* y,          \
+                int64_t rows, int64_t n);                                                        \
+  void silu_mul(const float* gate, const float* up, float* y, int64_t n);                        \
+  void gelu_tanh_mul(const float* gate, const float* up, float* y, int64_t n);
 
 namespace portable {
 LATHE_DECLARE_RECURRENT_KERNELS

@@ -92,6 +92,14 @@ void rms_norm(const float* x, const float* weight, float offset, float eps, floa
 void activation(graph::Activation act, const float* x, float* y, int64_t n);
 void act_mul(graph::Activation act, const float* gate, const float* up, float* y, int64_t n);
 
+// The fast forms of active_isa() (isa.h; the portable level runs the reference's): from AVX2
+// up, rms_norm sums its squares in vector lanes, and act_mul's SiLU and tanh GELU are
+// sigmoids over exp_approx (isa_kernels.inc); within tests/backends/tolerances.h of the
+// reference. act_mul_fast's other activations are the reference's.
+void rms_norm_fast(const float* x, const float* weight, float offset, float eps, float* y,
+                   int64_t rows, int64_t n);
+void act_mul_fast(graph::Activation act, const float* gate, const float* up, float* y, int64_t n);
+
 // out[i] = silu(gate[i]) * up[i]
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 // out[i] = gelu_tanh(gate[i]) * up[i]; gelu_tanh as torch gelu(approximate="tanh").
