@@ -81,6 +81,7 @@ constexpr int kTileRows = 4, kTileCols = 6, kRowCols = 8;
 }  // namespace
 
 #include "backends/cpu/isa_kernels.inc"
+// After isa_kernels.inc, whose V and exp_approx it uses.
 #include "backends/cpu/elementwise_kernels.inc"
 #include "backends/cpu/recurrent_kernels.inc"
 
