@@ -246,9 +246,9 @@ Module Module::parse(const std::string& text, const std::string& origin) {
 
 namespace {
 
-// Times the step's Linear nodes and groups in step order with the planner's schedule (`plan`,
-// its variants set back to the default) and with m.schedule; keeps m.schedule only when 3%
-// faster, else takes the planner's.
+// Times the step's leading Linear nodes and groups (keep_leading_nodes) in step order with the
+// planner's schedule (`plan`, its variants set back to the default) and with m.schedule; keeps
+// m.schedule only when 3% faster, else takes the planner's.
 void check_choices(const graph::Graph& g, const Backend& backend, ThreadPool& pool, Timer& timer,
                    int64_t max_context, graph::Plan& plan, Module& m, Work& work) {
   std::vector<bool> which(g.nodes.size(), false);
@@ -258,8 +258,10 @@ void check_choices(const graph::Graph& g, const Backend& backend, ThreadPool& po
     chose = chose || m.schedule.variants[i] != 0;
     plan.set_variant(i, 0);
   }
-  for (const std::vector<int32_t>& group : graph::linear_groups(g, backend))
+  const std::vector<std::vector<int32_t>> groups = graph::linear_groups(g, backend);
+  for (const std::vector<int32_t>& group : groups)
     for (int32_t node : group) which[static_cast<size_t>(node)] = true;
+  keep_leading_nodes(g, groups, which, kCheckBytes);
   if (!chose) {  // the choices are the planner's: nothing to check
     m.checked.kept = true;
     return;
@@ -274,6 +276,28 @@ void check_choices(const graph::Graph& g, const Backend& backend, ThreadPool& po
 }
 
 }  // namespace
+
+void keep_leading_nodes(const graph::Graph& g, const std::vector<std::vector<int32_t>>& groups,
+                        std::vector<bool>& which, size_t bytes) {
+  std::vector<int32_t> group_last(g.nodes.size(), -1);
+  for (const std::vector<int32_t>& group : groups)
+    for (int32_t node : group)
+      group_last[static_cast<size_t>(node)] = *std::max_element(group.begin(), group.end());
+  size_t kept = 0;
+  int64_t open_until = -1;  // the last node of a group begun
+  bool any = false;
+  for (size_t i = 0; i < g.nodes.size() && i < which.size(); ++i) {
+    if (!which[i]) continue;
+    if (any && kept >= bytes && static_cast<int64_t>(i) > open_until) {
+      std::fill(which.begin() + static_cast<std::ptrdiff_t>(i), which.end(), false);
+      return;
+    }
+    any = true;
+    const graph::Node& node = g.nodes[i];
+    if (node.op == graph::Op::Linear) kept += g.at(node.inputs[1]).constant.nbytes();
+    open_until = std::max<int64_t>(open_until, group_last[i]);
+  }
+}
 
 Module compile_module(const graph::Graph& bucket, const Backend& backend, ThreadPool& pool,
                       const Flags& flags, Work& work) {

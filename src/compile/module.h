@@ -95,10 +95,23 @@ struct Work {
 // the fastest; a variant must beat the default by 3% to replace it, so noise does not churn.
 // Then it times each group of Linear nodes that read the same x (graph::linear_groups; groups
 // of the same shapes once) run as one against one by one, and fuses the groups 3% faster so
-// (the memory plan is made again with them). Last it times the step's Linear nodes with these
-// choices against the planner's schedule (Checked), and keeps the planner's unless the choices
-// are 3% faster.
+// (the memory plan is made again with them). Last it times the step's leading Linear nodes
+// (keep_leading_nodes, kCheckBytes) with these choices against the planner's schedule
+// (Checked), and keeps the planner's unless the choices are 3% faster.
 Module compile_module(const graph::Graph& bucket, const Backend& backend, ThreadPool& pool,
                       const Flags& flags, Work& work);
+
+// The weights of the Linear nodes the step check times: a step's leading nodes, in order, until
+// their weights reach this. The layers repeat, so a few of them in sequence show what the whole
+// step would, and a long prefill is not run four times over: timing every Linear node of
+// SmolLM2's 512-token f32 prefill made compiling its two modules take 3.4-4.1 s on two
+// threads, and the 1B shape's 9.4-9.7 s.
+inline constexpr size_t kCheckBytes = size_t{64} << 20;
+
+// Keeps, of the nodes `which` marks, the first ones in node order until their Linear weights
+// reach `bytes` (at least one node), and then the rest of any of `groups` begun; unmarks the
+// others.
+void keep_leading_nodes(const graph::Graph& g, const std::vector<std::vector<int32_t>>& groups,
+                        std::vector<bool>& which, size_t bytes);
 
 }  // namespace lathe::compile

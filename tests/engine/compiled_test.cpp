@@ -127,6 +127,50 @@ TEST(Compiled, LinearsThatReadTheSameXAreGroups) {
       graph::linear_groups(Engine(l->graph(), ctx).build_graph(8, 1), cpu_backend(false)).empty());
 }
 
+// The step check times a prefix of the step's Linear nodes: the first ones up to a weight
+// budget, never ending inside a group (q, k and v; gate and up), all of them under a large one.
+TEST(Compiled, TheStepCheckTimesLeadingNodesAndWholeGroups) {
+  auto l = load("llama_tied_gqa@q8_0");
+  ThreadPool pool(2);
+  Context ctx{&pool, false, false};
+  const graph::Graph g = Engine(l->graph(), ctx).build_graph(8, 1);
+  const auto groups = graph::linear_groups(g, cpu_backend(false));
+  ASSERT_FALSE(groups.empty());
+  std::vector<bool> linears(g.nodes.size(), false);
+  std::vector<size_t> order;  // the Linear nodes in node order
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].op == graph::Op::Linear) linears[i] = true, order.push_back(i);
+  auto bytes_of = [&](size_t i) { return g.at(g.nodes[i].inputs[1]).constant.nbytes(); };
+  const auto& first = groups.front();  // the first layer's q, k and v
+  ASSERT_EQ(static_cast<size_t>(first.front()), order.front());
+
+  // A budget the first node's weights meet alone: its whole group, then nothing.
+  std::vector<bool> which = linears;
+  compile::keep_leading_nodes(g, groups, which, bytes_of(order.front()));
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    EXPECT_EQ(which[i],
+              std::find(first.begin(), first.end(), static_cast<int32_t>(i)) != first.end())
+        << i;
+
+  // A budget reached at o, a node alone: q, k, v and o; reached at gate: gate and up too.
+  size_t bytes = 0;
+  for (size_t n = 0; n < 4; ++n) bytes += bytes_of(order[n]);
+  which = linears;
+  compile::keep_leading_nodes(g, groups, which, bytes);
+  for (size_t n = 0; n < order.size(); ++n) EXPECT_EQ(which[order[n]], n < 4) << n;
+  which = linears;
+  compile::keep_leading_nodes(g, groups, which, bytes + bytes_of(order[4]));
+  for (size_t n = 0; n < order.size(); ++n) EXPECT_EQ(which[order[n]], n < 6) << n;
+
+  // A budget above the step's weights, or none at all: every node, or the first one's group.
+  which = linears;
+  compile::keep_leading_nodes(g, groups, which, compile::kCheckBytes);
+  EXPECT_EQ(which, linears);
+  which = linears;
+  compile::keep_leading_nodes(g, groups, which, 0);
+  EXPECT_EQ(std::count(which.begin(), which.end(), true), static_cast<long>(first.size()));
+}
+
 TEST_P(CompiledFixture, TunedCompiledRunGivesTheEagerBits) {
   auto l = load(GetParam());
   const auto prompt = ids(6, l->model->info().vocab_size, 2);
