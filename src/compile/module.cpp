@@ -48,8 +48,9 @@ class Timer {
   static constexpr size_t kEvictBytes = size_t{8} << 20;
   Timer(ThreadPool& pool, size_t evict_bytes)
       : pool_(pool),
-        words_(std::min(evict_bytes, kEvictBytes) / sizeof(uint64_t)),
-        junk_(words_ * static_cast<size_t>(pool.size()), 1) {}
+        junk_(std::min(evict_bytes, kEvictBytes) / sizeof(uint64_t) *
+                  static_cast<size_t>(pool.size()),
+              1) {}
 
   template <class F>
   double best(const F& once) {
@@ -65,8 +66,8 @@ class Timer {
 
  private:
   void evict() {
-    if (words_ == 0) return;
-    const size_t words = words_;
+    if (junk_.empty()) return;
+    const size_t words = junk_.size() / static_cast<size_t>(pool_.size());  // per thread
     std::atomic<uint64_t> sum{0};
     pool_.parallel_for(
         pool_.size(), 1,
@@ -81,8 +82,7 @@ class Timer {
   }
 
   ThreadPool& pool_;
-  size_t words_;  // read by each thread before a timed run
-  std::vector<uint64_t> junk_;
+  std::vector<uint64_t> junk_;  // each thread reads its share before a timed run
 };
 
 // Times every Linear group of `g` (those of the same shapes once) run as one against one by
