@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -39,6 +40,46 @@ void page_out(const void* p, size_t n) {
   const auto end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
   if (end > begin && in_file_mapping(begin, end))
     ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+void advise_huge_pages(const void* p, size_t n) {
+  const auto begin = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) / kHugePage * kHugePage;
+  const auto end = (reinterpret_cast<uintptr_t>(p) + n) / kHugePage * kHugePage;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
+
+namespace {
+
+std::shared_ptr<void> heap(size_t n, size_t align) {
+  // posix_memalign, not aligned_alloc: C11 (and the sanitizers) want aligned_alloc's size to
+  // be a multiple of the alignment.
+  void* p = nullptr;
+  if (::posix_memalign(&p, align, n) != 0) return nullptr;
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+}  // namespace
+
+std::shared_ptr<void> allocate_pages(size_t n) {
+  if (n < kHugePage) return heap(n, 64);
+  if (LATHE_ASAN) {  // large buffers stay on its heap, where it checks their bounds
+    std::shared_ptr<void> p = heap(n, kHugePage);
+    if (p) advise_huge_pages(p.get(), n);
+    return p;
+  }
+  // Map a huge page more than needed, then give back the slack on both sides of the first
+  // 2 MiB boundary.
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t len = (n + page - 1) / page * page, span = len + kHugePage;
+  void* r = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (r == MAP_FAILED) return nullptr;
+  auto* base = static_cast<uint8_t*>(r);
+  auto* at = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + kHugePage - 1) /
+                                        kHugePage * kHugePage);
+  if (at > base) ::munmap(base, static_cast<size_t>(at - base));
+  if (base + span > at + len) ::munmap(at + len, static_cast<size_t>(base + span - (at + len)));
+  advise_huge_pages(at, n);
+  return std::shared_ptr<void>(at, [len](void* q) { ::munmap(q, len); });
 }
 
 }  // namespace lathe

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/pages.h"
 
 namespace lathe {
 
@@ -22,20 +23,30 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
+namespace {
+
+// Owned storage for a tensor of `bytes`, rounded up to whole 64-byte lines; the caller fills
+// [0, bytes) and the rest is zero.
+std::shared_ptr<const void> allocate_storage(size_t bytes) {
+  const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
+  std::shared_ptr<void> p = allocate_pages(rounded);
+  if (!p) throw OutOfMemory(cat("out of memory allocating a tensor of ", bytes, " bytes"));
+  std::memset(static_cast<uint8_t*>(p.get()) + bytes, 0, rounded - bytes);
+  return p;
+}
+
+}  // namespace
+
 Tensor Tensor::zeros(DType dtype, Shape shape) {
   for (int64_t d : shape)
     if (d < 0) fail("internal: negative dimension in shape ", shape_str(shape));
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
-  const size_t bytes = t.nbytes();
-  const size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (!p) throw OutOfMemory(cat("out of memory allocating a tensor of ", bytes, " bytes"));
-  std::memset(p, 0, rounded == 0 ? 64 : rounded);
-  t.owner_ = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
-  t.data_ = p;
+  t.owner_ = allocate_storage(t.nbytes());
+  t.data_ = t.owner_.get();
   t.writable_ = true;
+  std::memset(t.mut<void>(), 0, t.nbytes());
   return t;
 }
 
@@ -93,7 +104,10 @@ Tensor Tensor::reshape(Shape shape) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor out = zeros(dtype_, shape_);
+  Tensor out = *this;
+  out.owner_ = allocate_storage(nbytes());  // not zeroed first: the copy writes every byte
+  out.data_ = out.owner_.get();
+  out.writable_ = true;
   std::memcpy(out.mut<void>(), data_, nbytes());
   return out;
 }

@@ -24,7 +24,8 @@ class Tensor {
  public:
   Tensor() = default;
 
-  // A new zero-filled tensor owning 64-byte aligned storage.
+  // A new zero-filled tensor owning 64-byte aligned storage (2 MiB-aligned, on huge pages
+  // where the kernel allows, from 2 MiB up: core/pages.h).
   static Tensor zeros(DType dtype, Shape shape);
   // A read-only view of `data`; `owner` keeps the underlying memory (e.g. a mapping) alive.
   static Tensor view(DType dtype, Shape shape, const void* data, std::shared_ptr<const void> owner);
@@ -63,7 +64,7 @@ class Tensor {
 
   // The same data under another shape with the same element count (no copy).
   Tensor reshape(Shape shape) const;
-  // A deep copy in owned storage.
+  // A deep copy in owned storage (as zeros() allocates it).
   Tensor clone() const;
   // Converts to `dtype` (a copy), or returns *this when it already has that dtype.
   Tensor to(DType dtype) const;
