@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "io/tiny_checkpoint.h"
+#include "support/mappings.h"
 #include "support/run.h"
 
 namespace lathe {
@@ -30,13 +31,7 @@ TEST(Safetensors, WriteThenReadRoundTrips) {
   EXPECT_THROW(f.tensor("c"), Error);
 }
 
-// VmSize (address space, what the lab's RLIMIT_AS counts) of this process, in KiB.
-int64_t vm_size_kib() {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("VmSize:", 0) == 0) return std::stoll(line.substr(7));
-  return -1;
-}
+using testing::vm_size_kib;
 
 // Issue 19 item 7: an f32 tensor converted to bf16 gives its mapped pages back, so the source
 // and the copy are not both held; asked for again, it is mapped anew with the same values.
@@ -59,6 +54,27 @@ TEST(Safetensors, ReleaseGivesTheMappedPagesBack) {
   const Tensor again = f.tensor("big");
   EXPECT_EQ(again.data<float>()[4099 * 5], static_cast<float>(4099 * 5 % 251));
   EXPECT_EQ(f.tensor("small").data<float>()[2], 0.0f);  // the rest of the mapping is intact
+}
+
+// A file of 2 MiB and more is mapped from a 2 MiB boundary with huge pages advised
+// (core/pages.h), so that its cached pages can be mapped whole where they are 2 MiB folios.
+TEST(Safetensors, ALargeFileIsMappedOnAHugePageBoundary) {
+  testing::ScratchDir dir("st-huge");
+  Tensor big = Tensor::zeros(DType::F32, {3, 1 << 20});  // 12 MiB
+  big.mut<float>()[5] = 1.5f;
+  write_safetensors(dir / "t.safetensors", {{"big", big}});
+  const auto f = SafetensorsFile::open(dir / "t.safetensors");
+  const Tensor view = f.tensor("big");
+  ASSERT_FALSE(view.owned());
+  EXPECT_EQ(view.data<float>()[5], 1.5f);
+  uint64_t header = 0;  // the file's first 8 bytes: the header's length
+  std::ifstream(dir / "t.safetensors", std::ios::binary)
+      .read(reinterpret_cast<char*>(&header), sizeof header);
+  const uint64_t offset = 8 + header + f.entries().at("big").begin;
+  EXPECT_EQ((reinterpret_cast<uintptr_t>(view.data<void>()) - offset) % (uint64_t{1} << 21), 0u);
+  if (testing::kernel_has_huge_pages()) {
+    EXPECT_TRUE(testing::huge_pages_advised(view.data<void>()));
+  }
 }
 
 TEST(TinyCheckpoint, GeneratorMatchesPythonReference) {
