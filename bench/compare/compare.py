@@ -188,6 +188,9 @@ def main():
     ap.add_argument("--lathe-compiled", action="store_true",
                     help="run lathe in its compiled mode (modules cached under --work/compile; "
                     "the first run's warm-up compiles them)")
+    ap.add_argument("--lathe-copy-weights", action="store_true",
+                    help="run lathe with --copy-weights (the weights copied at load onto 2 MiB "
+                    "pages)")
     ap.add_argument("--json", help="also write every run here")
     a = ap.parse_args()
     engines = a.engines.split(",")
@@ -209,6 +212,7 @@ def main():
                     if "lathe" in engines:
                         mode = ["--compiled", "--cache-dir", os.path.join(a.work, "compile")] \
                             if a.lathe_compiled else []
+                        mode += ["--copy-weights"] if a.lathe_copy_weights else []
                         p, d, _ = lathe_run(a.lathe, model, dtype, t, a.prompt_tokens,
                                             a.new_tokens, [*KV_CACHE[a.kv_cache][0], *mode])
                         runs["lathe"].append((p, d))

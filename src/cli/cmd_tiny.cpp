@@ -96,7 +96,8 @@ int tiny_check(int argc, char** argv) {
   ModelOptions model_options{.dtype = storage,
                              .quantize = quantize,
                              .dequantize_mxfp4 = dequantize_mxfp4_option(args),
-                             .dequantize_fp8 = dequantize_fp8_option(args)};
+                             .dequantize_fp8 = dequantize_fp8_option(args),
+                             .copy_weights = args.flag("copy-weights")};
   shard_options(model_options);
   int unsharded = 0;
   for (const auto& f : fixtures) {

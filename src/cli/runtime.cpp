@@ -30,6 +30,9 @@ std::vector<OptionSpec> runtime_options() {
       {"fp8", "native|dequantize",
        "block-scaled FP8 matrices (DeepSeek V3, Qwen3 -FP8): run by their own kernels "
        "(default) or dequantized at load into --dtype"},
+      {"copy-weights", "",
+       "copy the weights at load from the mapped checkpoint onto 2 MiB pages: steps run "
+       "faster, the load takes the copy's time (docs/performance.md)"},
       {"threads", "N",
        "worker threads (default: all cores; with --tp or --ep, each worker's share)"},
       {"max-seq", "N", "KV cache positions (default: min(max_position_embeddings, 4096))"},
@@ -189,6 +192,7 @@ std::unique_ptr<Runtime> load_runtime(const std::string& dir, const Args& args,
   opts.quantize = quantize_option(args);
   opts.dequantize_mxfp4 = dequantize_mxfp4_option(args);
   opts.dequantize_fp8 = dequantize_fp8_option(args);
+  opts.copy_weights = args.flag("copy-weights");
   if (!shard::Worker::current())  // a worker's launcher planned already
     if (auto cores = cores_option(args)) plan_cores(dir, args, opts, *cores);
   shard_options(opts);

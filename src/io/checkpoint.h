@@ -93,6 +93,12 @@ class Checkpoint {
   void set_fetch_log(FetchLog* log) { fetch_log_ = log; }
   FetchLog* fetch_log() const { return fetch_log_; }
 
+  // Whether a model's loader copies the tensors it uses as stored into memory of its own
+  // (Weights::matrix, Weights::vector), giving back their mapped pages, rather than keeping
+  // views of the mapping. load_model sets it (ModelOptions::copy_weights).
+  void set_copy_views(bool copy) { copy_views_ = copy; }
+  bool copy_views() const { return copy_views_; }
+
   // The name a tensor is stored under in its file (names differ only in a text_model view).
   const std::string& stored(const std::string& name) const;
 
@@ -106,6 +112,7 @@ class Checkpoint {
   std::string config_what_;                    // text_model view: where its config comes from
   size_t left_out_ = 0;
   FetchLog* fetch_log_ = nullptr;
+  bool copy_views_ = false;
 };
 
 // Parses the decoding fields of generation_config.json / config.json.

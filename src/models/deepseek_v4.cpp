@@ -334,11 +334,14 @@ Dsv4Weights load_deepseek_v4_weights(const Checkpoint& ckpt, const Dsv4Config& c
       l.tid2eid = load_tid2eid(ckpt, w, f + "gate.tid2eid", c);
     else
       l.correction_bias = w.vector(f + "gate.bias", {c.experts});
-    for (int64_t e = 0; e < c.experts; ++e) {
-      const std::string x = cat(f, "experts.", e, ".");
-      l.experts.push_back({.gate = w.matrix(x + "w1.weight", {c.inter, h}),
-                           .up = w.matrix(x + "w3.weight", {c.inter, h}),
-                           .down = w.matrix(x + "w2.weight", {h, c.inter})});
+    {  // the routed experts stay mapped (models/moe.h)
+      const Weights::KeepMapped mapped(w);
+      for (int64_t e = 0; e < c.experts; ++e) {
+        const std::string x = cat(f, "experts.", e, ".");
+        l.experts.push_back({.gate = w.matrix(x + "w1.weight", {c.inter, h}),
+                             .up = w.matrix(x + "w3.weight", {c.inter, h}),
+                             .down = w.matrix(x + "w2.weight", {h, c.inter})});
+      }
     }
     l.shared = {.gate = w.matrix(f + "shared_experts.w1.weight", {c.inter, h}),
                 .up = w.matrix(f + "shared_experts.w3.weight", {c.inter, h}),

@@ -39,6 +39,13 @@ struct ModelOptions {
   // `dtype` instead, as transformers does on a CPU (`--fp8 dequantize`): the same numbers up
   // to the order of f32 sums in f32, and the weights rounded to bf16 in bf16.
   bool dequantize_fp8 = false;
+  // Weights the model computes with as stored (its dtype) stay views of the mapped files: a
+  // load that reads nothing, and pages shared with other processes. true copies them at load
+  // into memory of the process's own, on 2 MiB pages where the kernel allows (core/pages.h;
+  // `--copy-weights`): steps stream them faster, and the load costs the copy
+  // (docs/performance.md, "Huge pages for the weights"). A sharded rank's slices and
+  // quantized matrices are copies either way, so their sources stay mapped there.
+  bool copy_weights = false;
   // Called with the loaded model, whose place it takes: a sharded run's worker makes it one
   // rank's model (src/shard/rank_graph.h, ShardedModel).
   std::function<std::unique_ptr<Model>(std::unique_ptr<Model>)> wrap = {};

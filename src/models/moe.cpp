@@ -8,23 +8,26 @@ MoeWeights load_moe(Weights& w, const std::string& prefix, int64_t hidden, const
                     const MoeNames& names) {
   MoeWeights m;
   m.router = w.matrix(prefix + names.router, {s.experts, hidden});
-  if (!names.gate_up.empty()) {
-    if (!s.gated) fail("internal: load_moe: fused gate_up tensors for ungated experts");
-    const Tensor gate_up = w.matrix(prefix + names.gate_up, {s.experts, 2 * s.inter, hidden});
-    const Tensor down = w.matrix(prefix + names.down_fused, {s.experts, hidden, s.inter});
-    for (int64_t e = 0; e < s.experts; ++e) {
-      const Tensor gu = gate_up.rows(e, 1).reshape({2 * s.inter, hidden});
-      m.experts.push_back({.gate = matrix_rows(gu, 0, s.inter),
-                           .up = matrix_rows(gu, s.inter, s.inter),
-                           .down = down.rows(e, 1).reshape({hidden, s.inter})});
-    }
-  } else {
-    for (int64_t e = 0; e < s.experts; ++e) {
-      const std::string p = cat(prefix, names.experts, e, ".");
-      m.experts.push_back(
-          {.gate = s.gated ? w.matrix(p + names.gate + ".weight", {s.inter, hidden}) : Tensor{},
-           .up = w.matrix(p + names.up + ".weight", {s.inter, hidden}),
-           .down = w.matrix(p + names.down + ".weight", {hidden, s.inter})});
+  {  // the routed experts stay mapped (the shared expert is copied)
+    const Weights::KeepMapped mapped(w);
+    if (!names.gate_up.empty()) {
+      if (!s.gated) fail("internal: load_moe: fused gate_up tensors for ungated experts");
+      const Tensor gate_up = w.matrix(prefix + names.gate_up, {s.experts, 2 * s.inter, hidden});
+      const Tensor down = w.matrix(prefix + names.down_fused, {s.experts, hidden, s.inter});
+      for (int64_t e = 0; e < s.experts; ++e) {
+        const Tensor gu = gate_up.rows(e, 1).reshape({2 * s.inter, hidden});
+        m.experts.push_back({.gate = matrix_rows(gu, 0, s.inter),
+                             .up = matrix_rows(gu, s.inter, s.inter),
+                             .down = down.rows(e, 1).reshape({hidden, s.inter})});
+      }
+    } else {
+      for (int64_t e = 0; e < s.experts; ++e) {
+        const std::string p = cat(prefix, names.experts, e, ".");
+        m.experts.push_back(
+            {.gate = s.gated ? w.matrix(p + names.gate + ".weight", {s.inter, hidden}) : Tensor{},
+             .up = w.matrix(p + names.up + ".weight", {s.inter, hidden}),
+             .down = w.matrix(p + names.down + ".weight", {hidden, s.inter})});
+      }
     }
   }
   if (s.shared_inter > 0)

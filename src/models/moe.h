@@ -4,7 +4,8 @@
 // every token runs. Expert weights are loaded as the checkpoints publish them: one tensor per
 // expert and projection (Mixtral's w1/w2/w3, Qwen2Moe's gate_proj/up_proj/down_proj), or 3-D
 // tensors with every expert (GraniteMoe's input_linear/output_linear), viewed per expert with
-// no copy, so that weights stay mapped and a step reads only the experts it routes to.
+// no copy, so that weights stay mapped (Weights::KeepMapped, where the rest is copied at load)
+// and a step reads only the experts it routes to.
 #pragma once
 
 #include <string>

@@ -324,7 +324,9 @@ std::unique_ptr<Model> load_model(const Checkpoint& ckpt, const ModelOptions& op
     fail(ckpt.config_path(), ": field \"architectures\" names ", arch,
          ", which lathe does not support (supported: ", known, ")");
   }
-  std::unique_ptr<Model> model = e->load(ckpt, opts);
+  Checkpoint source = ckpt;  // what the loader reads: mapped tensors copied, or kept as views
+  source.set_copy_views(opts.copy_weights && !opts.quantize && !opts.wrap);
+  std::unique_ptr<Model> model = e->load(source, opts);
   // Wrapped first: a sharded rank quantizes only its own slices and experts.
   if (opts.wrap) model = opts.wrap(std::move(model));
   if (opts.quantize) {

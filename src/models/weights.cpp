@@ -94,6 +94,7 @@ Tensor Weights::fetch(const std::string& name, const Shape& shape, DType want) {
     return placeholder(name, shape, want);
   }
   if (t.dtype() == want) {
+    if (ckpt_.copy_views() && !keep_mapped_) return copied(name, t);
     viewed_.insert(name);
     return t;  // a view of the mapping
   }
@@ -103,6 +104,14 @@ Tensor Weights::fetch(const std::string& name, const Shape& shape, DType want) {
   t = Tensor();
   if (!viewed_.count(name)) ckpt_.release(name);
   return converted;
+}
+
+Tensor Weights::copied(const std::string& name, Tensor t) {
+  if (auto it = copies_.find(name); it != copies_.end()) return it->second;
+  Tensor copy = t.clone();
+  t = Tensor();
+  if (!viewed_.count(name)) ckpt_.release(name);
+  return copies_.emplace(name, std::move(copy)).first->second;
 }
 
 Tensor Weights::placeholder(const std::string& name, const Shape& shape, DType want) {

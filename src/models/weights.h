@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <set>
 #include <span>
 #include <string>
@@ -19,11 +20,11 @@ class Weights {
   // dequantized into the matrix dtype; ModelOptions::dequantize_fp8).
   Weights(const Checkpoint& ckpt, std::optional<DType> matrix_dtype, bool fp8_native = true);
 
-  // A 2-D weight of a linear layer or embedding: stays mapped when already in the matrix
-  // dtype, else converted once here. Stored as F8_E4M3 (a block-scaled FP8 checkpoint), it is
-  // repacked with its `<name>_scale_inv` into DType::FP8 (`fp8_native`, when the blocks allow:
-  // models/fp8.h's pack_fp8) or dequantized into the matrix dtype. A caller that needs its
-  // elements (a transpose) converts it with Tensor::to.
+  // A 2-D weight of a linear layer or embedding: when already in the matrix dtype, copied
+  // once or kept mapped (Checkpoint::copy_views), else converted once here. Stored as F8_E4M3 (a
+  // block-scaled FP8 checkpoint), it is repacked with its `<name>_scale_inv` into DType::FP8
+  // (`fp8_native`, when the blocks allow: models/fp8.h's pack_fp8) or dequantized into the matrix
+  // dtype. A caller that needs its elements (a transpose) converts it with Tensor::to.
   Tensor matrix(const std::string& name, const Shape& shape);
   // A norm weight or bias, always F32 (small; converted when stored otherwise).
   Tensor vector(const std::string& name, const Shape& shape);
@@ -54,8 +55,26 @@ class Weights {
 
   DType matrix_dtype() const { return matrix_dtype_; }
 
+  // While one lives, the tensors fetched as stored stay views of the mapping even where the
+  // checkpoint copies them (Checkpoint::copy_views): a MoE block's routed experts, of which a
+  // step reads only those it routes to, so that the rest never become resident (models/moe.h).
+  class KeepMapped {
+   public:
+    explicit KeepMapped(Weights& w) : w_(w), was_(w.keep_mapped_) { w.keep_mapped_ = true; }
+    ~KeepMapped() { w_.keep_mapped_ = was_; }
+    KeepMapped(const KeepMapped&) = delete;
+    KeepMapped& operator=(const KeepMapped&) = delete;
+
+   private:
+    Weights& w_;
+    bool was_;
+  };
+
  private:
   Tensor fetch(const std::string& name, const Shape& shape, DType want);
+  // The tensor `name` as stored (t, a view of the mapping) copied into owned memory once
+  // (Checkpoint::copy_views), the mapped pages given back.
+  Tensor copied(const std::string& name, Tensor t);
   // Adds `t` to the checkpoint's fetch log, when it has one; returns it.
   Tensor record(std::vector<std::string> names, Tensor t, bool matrix);
   Tensor fp8(const std::string& name, const Shape& shape);
@@ -72,7 +91,9 @@ class Weights {
   DType matrix_dtype_;
   bool fp8_native_;
   std::set<std::string> used_;
-  std::set<std::string> viewed_;  // fetched as views of the mapping: never released
+  std::set<std::string> viewed_;          // fetched as views of the mapping: never released
+  bool keep_mapped_ = false;              // KeepMapped
+  std::map<std::string, Tensor> copies_;  // copied(), by name: a tensor fetched again is shared
   std::vector<std::string> missing_;
   std::vector<std::string> problems_;
   uint64_t placeholder_bytes_ = 0;

@@ -152,6 +152,7 @@ PlannerChoice plan_checkpoint(const std::filesystem::path& dir, const ModelOptio
   ckpt.set_fetch_log(&log);
   ModelOptions plain = model;
   plain.quantize.reset();
+  plain.copy_weights = false;  // measured, not run: no copies
   const std::unique_ptr<Model> m = load_model(ckpt, plain);
   if (opts.max_seq <= 0) opts.max_seq = std::min<int64_t>(m->info().max_position_embeddings, 4096);
   return choose_degree(*m, analyze(*m, log), ckpt, log, opts);

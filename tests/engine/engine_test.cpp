@@ -319,6 +319,24 @@ TEST(Engine, Gemma4SharedLayersKeepNoCache) {
 
 // A bf16 KV cache takes half the bytes of an f32 one in every key and value tensor (full,
 // sliding ring, MLA's keys alone, Gemma4's shared layers none); recurrent state stays f32.
+// Weights copied at load onto 2 MiB pages (--copy-weights) give the same bits as the mapped
+// ones, in f32 and bf16.
+TEST_P(EngineFixture, CopiedWeightsGiveTheSameBits) {
+  for (DType storage : {DType::F32, DType::BF16}) {
+    Tensor out[2];
+    for (int copy = 0; copy < 2; ++copy) {
+      auto l = load(GetParam(), storage, copy == 1);
+      const auto prompt = ids(9, l->model->info().vocab_size, 2);
+      Context ctx{&pool, false, false};
+      KVCache cache = l->model->new_cache(16);
+      l->model->forward(ctx, prompt, cache, false);
+      const int32_t next = 5;
+      out[copy] = l->model->forward(ctx, {&next, 1}, cache, true);
+    }
+    EXPECT_TRUE(same_bits(out[0], out[1])) << dtype_name(storage);
+  }
+}
+
 TEST(Engine, Bf16KvCacheHalvesTheKvBytes) {
   for (const char* name : {"llama_tied_gqa", "gemma2_softcap_window", "deepseek_v3_mla_lora_groups",
                            "qwen3_5_dense_interval3_tied", "gemma4_text_kv_shared"}) {

@@ -31,13 +31,15 @@ struct Loaded {
 };
 
 // `name` may end in @q8_0 or @q4_0: the fixture with its matrices quantized at load.
-std::unique_ptr<Loaded> load(const std::string& name, DType storage = DType::F32) {
+// copy_weights: ModelOptions::copy_weights.
+std::unique_ptr<Loaded> load(const std::string& name, DType storage = DType::F32,
+                             bool copy_weights = false) {
   auto l = std::make_unique<Loaded>();
   const size_t at = name.find('@');
   build_tiny_checkpoint(testing::fixture_dir(name.substr(0, at)), l->dir.path(),
                         {.dtype = storage});
   const Checkpoint ckpt = Checkpoint::open(l->dir.path());
-  ModelOptions options;
+  ModelOptions options{.copy_weights = copy_weights};
   if (at != std::string::npos) options.quantize = quant_type_from_name(name.substr(at + 1));
   l->model = load_model(ckpt, options);
   return l;
