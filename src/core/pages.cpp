@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -48,6 +49,28 @@ void advise_huge_pages(const void* p, size_t n) {
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }
 
+void* map_at_huge_page(size_t len, int prot, int flags, int fd) {
+  // Reserve a huge page more than asked, map over the reservation from its first 2 MiB
+  // boundary, and give back the slack on both sides.
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t mapped = (len + page - 1) / page * page, span = mapped + kHugePage;
+  void* r = ::mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r == MAP_FAILED) return MAP_FAILED;
+  auto* base = static_cast<uint8_t*>(r);
+  auto* at = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + kHugePage - 1) /
+                                        kHugePage * kHugePage);
+  if (::mmap(at, len, prot, flags | MAP_FIXED, fd, 0) == MAP_FAILED) {
+    const int err = errno;
+    ::munmap(r, span);
+    errno = err;
+    return MAP_FAILED;
+  }
+  if (at > base) ::munmap(base, static_cast<size_t>(at - base));
+  if (base + span > at + mapped)
+    ::munmap(at + mapped, static_cast<size_t>(base + span - (at + mapped)));
+  return at;
+}
+
 namespace {
 
 std::shared_ptr<void> heap(size_t n, size_t align) {
@@ -67,19 +90,10 @@ std::shared_ptr<void> allocate_pages(size_t n) {
     if (p) advise_huge_pages(p.get(), n);
     return p;
   }
-  // Map a huge page more than needed, then give back the slack on both sides of the first
-  // 2 MiB boundary.
-  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const size_t len = (n + page - 1) / page * page, span = len + kHugePage;
-  void* r = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (r == MAP_FAILED) return nullptr;
-  auto* base = static_cast<uint8_t*>(r);
-  auto* at = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + kHugePage - 1) /
-                                        kHugePage * kHugePage);
-  if (at > base) ::munmap(base, static_cast<size_t>(at - base));
-  if (base + span > at + len) ::munmap(at + len, static_cast<size_t>(base + span - (at + len)));
-  advise_huge_pages(at, n);
-  return std::shared_ptr<void>(at, [len](void* q) { ::munmap(q, len); });
+  void* p = map_at_huge_page(n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+  if (p == MAP_FAILED) return nullptr;
+  advise_huge_pages(p, n);
+  return std::shared_ptr<void>(p, [n](void* q) { ::munmap(q, n); });
 }
 
 }  // namespace lathe

@@ -32,6 +32,10 @@ constexpr size_t kHugePage = size_t{1} << 21;
 // keeps 4 KiB pages, so that nothing is resident that was not asked for.
 void advise_huge_pages(const void* p, size_t n);
 
+// Maps `len` bytes (`prot`, `flags` and `fd` as mmap takes them, the offset 0) at a 2 MiB
+// boundary, taking no more address space than that; MAP_FAILED (errno set) if it cannot.
+void* map_at_huge_page(size_t len, int prot, int flags, int fd);
+
 // n bytes (n > 0) of writable memory, freed when the last owner goes; null when out of
 // memory. From 2 MiB up: mapped on their own from a 2 MiB boundary, huge pages advised, and
 // no more address space than the pages hold (an aligned heap allocation would waste up to

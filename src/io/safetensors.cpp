@@ -75,31 +75,6 @@ std::shared_ptr<const void> map_range(const std::filesystem::path& path, uint64_
                                      [p, span](const void*) { ::munmap(p, span); });
 }
 
-// Maps `size` bytes of the file `fd` read-only at a 2 MiB-aligned address (most kernels align
-// a large file mapping so themselves; this makes sure), so that its whole 2 MiB pages can be
-// huge pages; MAP_FAILED if it cannot be mapped.
-void* map_aligned(int fd, uint64_t size) {
-  if (size < kHugePage) return ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  // Reserve the size and a huge page of slack, map the file over the reservation from its
-  // first aligned address, and give back the slack on both sides.
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  const uint64_t span = size + kHugePage, mapped = (size + page - 1) / page * page;
-  void* r = ::mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (r == MAP_FAILED) return ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  auto* base = static_cast<uint8_t*>(r);
-  auto* at = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + kHugePage - 1) /
-                                        kHugePage * kHugePage);
-  void* p = ::mmap(at, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
-  if (p == MAP_FAILED) {
-    ::munmap(r, span);
-    return MAP_FAILED;
-  }
-  if (at > base) ::munmap(base, static_cast<size_t>(at - base));
-  if (base + span > at + mapped)
-    ::munmap(at + mapped, static_cast<size_t>(base + span - at - mapped));
-  return p;
-}
-
 // Maps a whole file read-only.
 std::shared_ptr<FileMapping> map_file(const std::filesystem::path& path, uint64_t* size) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -114,7 +89,10 @@ std::shared_ptr<FileMapping> map_file(const std::filesystem::path& path, uint64_
     ::close(fd);
     fail(path.string(), ": empty file (a safetensors file starts with an 8-byte header length)");
   }
-  void* p = map_aligned(fd, *size);
+  // From a 2 MiB boundary (most kernels align a large file mapping so themselves; this makes
+  // sure), so that its whole 2 MiB pages can be huge pages.
+  void* p = *size < kHugePage ? ::mmap(nullptr, *size, PROT_READ, MAP_PRIVATE, fd, 0)
+                              : map_at_huge_page(*size, PROT_READ, MAP_PRIVATE, fd);
   ::close(fd);
   if (p == MAP_FAILED) fail(path.string(), ": cannot map: ", std::strerror(errno));
   // Where the file's cached pages are 2 MiB folios (the kernel makes them when a mapping that

@@ -8,7 +8,7 @@ MoeWeights load_moe(Weights& w, const std::string& prefix, int64_t hidden, const
                     const MoeNames& names) {
   MoeWeights m;
   m.router = w.matrix(prefix + names.router, {s.experts, hidden});
-  {  // the routed experts stay mapped (the shared expert is copied)
+  {  // the routed experts stay mapped, even with ModelOptions::copy_weights
     const Weights::KeepMapped mapped(w);
     if (!names.gate_up.empty()) {
       if (!s.gated) fail("internal: load_moe: fused gate_up tensors for ungated experts");
