@@ -103,22 +103,21 @@ struct SsdArgs {
 // One level's kernels, declared alike in each level's namespace. Rows [n0, n1) of
 // y[m, ldy] = x[m, k] . w[n, k]^T, without bias, row_block rows of x at a time over each
 // block of weight rows (the bits do not depend on it):
-//  - gemm_rows: f32 activations, f32 or bf16 weights (widened exactly), fused
-//    multiply-adds in lanes of 8 or 16 summed at the end;
+//  - gemm_rows: f32 activations, f32 weights (and bf16 ones on AVX2, widened exactly), fused
+//    multiply-adds in lanes of 8 or 16 summed at the end; AVX-512 takes bf16 weights in
+//    gemm_rows_dealt (below);
 //  - gemm_bf16_dot (avx512bf16 only): bf16 activations (to_bf16: rounded to nearest even)
 //    and bf16 weights, pairs multiplied exactly and summed in f32 by vdpbf16ps.
 // attend_rows computes (token, head) rows [r0, r1) of a.tokens * a.heads as
 // attention_reference does, with vector dot products; `scores` is one row of a.scratch.
 // rms_norm, silu_mul and gelu_tanh_mul are kernels.h's, in vectors (elementwise_kernels.inc).
-#define LATHE_DECLARE_ISA_KERNELS                                                                \
-  void gemm_rows(const float* x, const float* w, float* y, int64_t m, int64_t n0, int64_t n1,    \
-                 int64_t ldy, int64_t k, int64_t row_block);                                     \
-  void gemm_rows(const float* x, const uint16_t* w, float* y, int64_t m, int64_t n0, int64_t n1, \
-                 int64_t ldy, int64_t k, int64_t row_block);                                     \
-  void attend_rows(const AttentionArgs& a, int64_t r0, int64_t r1, float* scores);               \
-  void rms_norm(const float* x, const float* weight, float offset, float eps, float* y,          \
-                int64_t rows, int64_t n);                                                        \
-  void silu_mul(const float* gate, const float* up, float* y, int64_t n);                        \
+#define LATHE_DECLARE_ISA_KERNELS                                                             \
+  void gemm_rows(const float* x, const float* w, float* y, int64_t m, int64_t n0, int64_t n1, \
+                 int64_t ldy, int64_t k, int64_t row_block);                                  \
+  void attend_rows(const AttentionArgs& a, int64_t r0, int64_t r1, float* scores);            \
+  void rms_norm(const float* x, const float* weight, float offset, float eps, float* y,       \
+                int64_t rows, int64_t n);                                                     \
+  void silu_mul(const float* gate, const float* up, float* y, int64_t n);                     \
   void gelu_tanh_mul(const float* gate, const float* up, float* y, int64_t n);
 
 namespace portable {
@@ -127,10 +126,22 @@ LATHE_DECLARE_RECURRENT_KERNELS
 namespace avx2 {
 LATHE_DECLARE_ISA_KERNELS
 LATHE_DECLARE_RECURRENT_KERNELS
+void gemm_rows(const float* x, const uint16_t* w, float* y, int64_t m, int64_t n0, int64_t n1,
+               int64_t ldy, int64_t k, int64_t row_block);
 }  // namespace avx2
 namespace avx512 {
 LATHE_DECLARE_ISA_KERNELS
 LATHE_DECLARE_RECURRENT_KERNELS
+// bf16 weights take x dealt: deal_rows writes each row of k floats as steps of kDealStep, a
+// step's even elements and then its odd ones, the last step padded with zeros, rows
+// dealt_floats(k) apart; gemm_rows_dealt multiplies such rows.
+constexpr int64_t kDealStep = 32;
+constexpr int64_t dealt_floats(int64_t k) {
+  return (k + kDealStep - 1) / kDealStep * kDealStep;
+}
+void deal_rows(const float* x, float* out, int64_t m, int64_t k);
+void gemm_rows_dealt(const float* xd, const uint16_t* w, float* y, int64_t m, int64_t n0,
+                     int64_t n1, int64_t ldy, int64_t k, int64_t row_block);
 }  // namespace avx512
 namespace avx512bf16 {
 void gemm_bf16_dot(const uint16_t* x, const uint16_t* w, float* y, int64_t m, int64_t n0,

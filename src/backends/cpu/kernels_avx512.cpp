@@ -29,6 +29,35 @@ struct V {
   static R load_part(const uint16_t* p, int n) {
     return widen(_mm256_maskz_loadu_epi16(mask(n), p));
   }
+  // n <= 32 bf16 (the rest zero) as f32: their even elements and their odd ones
+  // (isa_kernels.inc's PairPolicy), or half h of them (0: even, 1: odd).
+  struct Pair {
+    R even, odd;
+  };
+  static __m512i load_words(const uint16_t* p, int n) {
+    return n >= 2 * kLanes ? _mm512_loadu_si512(p)
+                           : _mm512_maskz_loadu_epi16(static_cast<__mmask32>((1u << n) - 1), p);
+  }
+  static R half(__m512i v, int h) {
+    return _mm512_castsi512_ps(h == 0 ? _mm512_slli_epi32(v, 16)
+                                      : _mm512_and_si512(v, _mm512_set1_epi32(~0xffff)));
+  }
+  static Pair load_pair(const uint16_t* p, int n) {
+    const __m512i v = load_words(p, n);
+    return {half(v, 0), half(v, 1)};
+  }
+  static R load_half(const uint16_t* p, int h, int n) { return half(load_words(p, n), h); }
+  // n <= 32 floats (the rest zero) dealt into their even elements and their odd ones.
+  static Pair deal(const float* p, int n) {
+    const R a = n >= kLanes ? load(p) : load_part(p, n);
+    const R b = n >= 2 * kLanes ? load(p + kLanes)
+                : n > kLanes    ? load_part(p + kLanes, n - kLanes)
+                                : zero();
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    return {_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b)};
+  }
   static R fma(R a, R b, R acc) { return _mm512_fmadd_ps(a, b, acc); }
   static R add(R a, R b) { return _mm512_add_ps(a, b); }
   static float sum(R v) { return hsum512(v); }
@@ -80,6 +109,7 @@ constexpr int kTileRows = 4, kTileCols = 6, kRowCols = 8;
 
 }  // namespace
 
+#define LATHE_PAIR_BF16  // V::Pair: bf16 weights two vectors a step
 #include "backends/cpu/isa_kernels.inc"
 // After isa_kernels.inc, whose V and exp_approx it uses.
 #include "backends/cpu/elementwise_kernels.inc"

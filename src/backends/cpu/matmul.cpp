@@ -1,6 +1,7 @@
 // Matrix multiplication against a weight stored as HF nn.Linear keeps it: [out, in].
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/isa_kernels.h"
@@ -91,7 +92,10 @@ void gemm_on(Isa isa, const float* x, std::span<const MatmulPart> parts, int64_t
     switch (isa) {
       case Isa::Avx512Bf16:
       case Isa::Avx512:
-        return avx512::gemm_rows(x, w, y, m, n0, n1, n, k, s.row_block);
+        if constexpr (std::is_same_v<W, uint16_t>)  // x dealt by the caller
+          return avx512::gemm_rows_dealt(x, w, y, m, n0, n1, n, k, s.row_block);
+        else
+          return avx512::gemm_rows(x, w, y, m, n0, n1, n, k, s.row_block);
       case Isa::Avx2:
         return avx2::gemm_rows(x, w, y, m, n0, n1, n, k, s.row_block);
       case Isa::Portable:
@@ -117,7 +121,9 @@ void matmul_reference(const float* x, const void* w, DType w_dtype, const float*
 
 size_t matmul_scratch_bytes(DType w_dtype, int64_t m, int64_t k) {
   if (is_quantized(w_dtype)) return qmatmul_scratch_bytes(m, k);
-  return w_dtype == DType::BF16 ? static_cast<size_t>(m * k) * sizeof(uint16_t) : 0;
+  // bf16 weights: x rounded to bf16 (Avx512Bf16) or dealt (Avx512), which takes more.
+  return w_dtype == DType::BF16 ? static_cast<size_t>(m * avx512::dealt_floats(k)) * sizeof(float)
+                                : 0;
 }
 
 void matmul_fast(const float* x, const void* w, DType w_dtype, const float* bias, float* y,
@@ -151,7 +157,17 @@ void matmul_fast_parts(const float* x, std::span<const MatmulPart> parts, DType 
                                     n1, parts[p].n, k, s.row_block);
         });
   }
-  if (w_dtype == DType::BF16) return gemm_on<uint16_t>(isa, x, parts, m, k, pool, s);
+  if (w_dtype == DType::BF16) {
+    if (isa == Isa::Avx512) {
+      // x dealt once into each step's even and odd elements, as the bf16 tiles take them.
+      auto* xd = static_cast<float*>(scratch);
+      pool.parallel_for(m, 16, [&](int64_t r0, int64_t r1) {
+        avx512::deal_rows(x + r0 * k, xd + r0 * avx512::dealt_floats(k), r1 - r0, k);
+      });
+      x = xd;
+    }
+    return gemm_on<uint16_t>(isa, x, parts, m, k, pool, s);
+  }
   gemm_on<float>(isa, x, parts, m, k, pool, s);
 }
 
