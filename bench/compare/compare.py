@@ -5,7 +5,7 @@ tokens/s, alternating runs, medians, ratios, and decode against the read-bandwid
   python3 bench/compare/compare.py --lathe build/lathe --model DIR [--model DIR ...] \\
       --python /opt/ref-venv/bin/python [--work ~/.cache/lathe/bench] [--runs 5] \\
       [--threads 1,2] [--dtypes f32,bf16] [--prompt-tokens 512] [--new-tokens 32] \\
-      [--kv-cache default|16bit|f32] [--lathe-compiled] [--json OUT]
+      [--kv-cache default|16bit|f32] [--lathe-compiled] [--cold-files] [--json OUT]
 
 Peers are built and converted outside the repository, under --work:
   - llama.cpp: the copy vendored in PyPI's llama-cpp-python source package (pip download
@@ -119,6 +119,18 @@ KV_CACHE = {"default": ([], []), "16bit": (["--kv-dtype", "bf16"], ["-ctk", "f16
             "f32": (["--kv-dtype", "f32"], ["-ctk", "f32", "-ctv", "f32"])}
 
 
+def drop_from_page_cache(paths):
+    """Drops each file's cached pages (posix_fadvise DONTNEED; pages a process maps stay), so
+    that the next engine to read it brings it in its own way: lathe's mapping, which advises
+    huge pages, then holds it in 2 MiB folios where the file system allows."""
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 def lathe_run(lathe, model, dtype, threads, prompt, new, kv=()):
     weights = ["--quantize", dtype] if dtype in QUANTIZED else ["--dtype", dtype]
     d = json.loads(sh([lathe, "bench", model, "--prompt-tokens", str(prompt), "--new-tokens",
@@ -191,6 +203,10 @@ def main():
     ap.add_argument("--lathe-copy-weights", action="store_true",
                     help="run lathe with --copy-weights (the weights copied at load onto 2 MiB "
                     "pages)")
+    ap.add_argument("--cold-files", action="store_true",
+                    help="drop the checkpoint's and the GGUF file's pages from the page cache "
+                         "before each model, dtype and thread count's runs (how the cache holds "
+                         "a mapped file moves decode by up to a tenth: docs/performance.md)")
     ap.add_argument("--json", help="also write every run here")
     a = ap.parse_args()
     engines = a.engines.split(",")
@@ -208,6 +224,9 @@ def main():
                 if "llama.cpp" in engines else None
             for t in threads:
                 runs = {"lathe": [], "llama.cpp": [], "transformers": []}
+                if a.cold_files:
+                    drop_from_page_cache(glob.glob(os.path.join(model, "*.safetensors"))
+                                         + ([gguf] if gguf else []))
                 for _ in range(a.runs):
                     if "lathe" in engines:
                         mode = ["--compiled", "--cache-dir", os.path.join(a.work, "compile")] \

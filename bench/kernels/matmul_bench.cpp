@@ -7,13 +7,17 @@
 //   build/bench/kernels/matmul_bench --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
 #include "core/dtype.h"
+#include "core/pages.h"
 #include "core/quant.h"
 
 #ifdef LATHE_HAVE_OPENBLAS
@@ -149,7 +153,12 @@ float read_rows(const float* p, int64_t n) {
 
 void bm_read_bandwidth(benchmark::State& state, int threads, bool rows) {
   const int64_t n = int64_t{1} << 28;  // 1 GiB of floats
-  std::vector<float> buf(static_cast<size_t>(n), 1.0f);
+  // On 2 MiB pages, as lathe's weights are (core/pages.h): on the Intel Xeon of
+  // docs/performance.md 3-6% more on one thread than on 4 KiB pages, the same on two.
+  const std::shared_ptr<void> pages = allocate_pages(static_cast<size_t>(n) * sizeof(float));
+  if (!pages) return state.SkipWithError("out of memory");
+  std::span<float> buf(static_cast<float*>(pages.get()), static_cast<size_t>(n));
+  std::fill(buf.begin(), buf.end(), 1.0f);
   ThreadPool pool(threads);
   std::vector<float> part(64);
   for (auto _ : state) {
