@@ -17,8 +17,9 @@
 namespace lathe::cpu {
 namespace {
 
-struct LevelGuard {
-  ~LevelGuard() { set_active_isa(default_isa()); }
+struct LevelGuard {  // gives back the level the test found (LATHE_CPU_ISA's, in CI's reruns)
+  Isa saved = active_isa();
+  ~LevelGuard() { set_active_isa(saved); }
 };
 
 TEST(MatmulKernels, ARowAloneGivesItsBitsAmongManyRows) {
