@@ -2,9 +2,12 @@
 // each level this CPU runs, and the reference kernel, on SmolLM2's shape (9 query heads over
 // 3 kv heads of 64) and the Llama-3.2-1B shape (32 over 8 of 64):
 //  - decode: one query token at a depth of 512 or 2048 cached positions, over 30 layers'
-//    caches in turn (as a decode step visits them; together larger than L3, so the caches
-//    stream from memory as they do in a model), f32 or bf16 caches; decode512_1layer: one
+//    caches in turn (as a decode step visits them; together larger than the L3 of the AMD EPYC
+//    of docs/performance.md, not of its Xeon's), f32 or bf16 caches; decode512_1layer: one
 //    layer's caches over and over (they stay in L2: the kernel's compute alone);
+//    decode512_cold: decode512 with 384 MiB read between steps, untimed (more than the L3 of
+//    the Xeon of docs/performance.md), so each step finds its caches in memory, as a decode
+//    step does after the weights have streamed through the cache;
 //  - prefill: a 512-token prompt attending to itself, one layer.
 // Reports the cache bytes read per second (decode) and query rows per second
 // (docs/performance.md):
@@ -39,10 +42,20 @@ std::vector<uint32_t> random_words(size_t n, unsigned seed) {
   return v;
 }
 
+// Reads 384 MiB (allocated once): the caches' lines leave every cache level.
+void evict_caches() {
+  static std::vector<uint64_t> junk(size_t{384} << 17, 1);
+  uint64_t sum = 0;
+  for (size_t i = 0; i < junk.size(); i += 8) sum += junk[i];
+  benchmark::DoNotOptimize(sum);
+}
+
 // tokens queries at positions depth.. over `layers` caches of depth + tokens positions, one
-// layer after another; bf16 caches hold the top halves of the same floats.
+// layer after another (cold: with evict_caches() before each step, untimed); bf16 caches hold
+// the top halves of the same floats.
+
 void bm_attention(benchmark::State& state, Shape s, int64_t depth, int64_t tokens, int64_t layers,
-                  bool bf16, bool reference, cpu::Isa isa, int threads) {
+                  bool cold, bool bf16, bool reference, cpu::Isa isa, int threads) {
   cpu::set_active_isa(isa);
   const int64_t seq = depth + tokens, row = s.kv_heads * s.head_dim;
   const size_t elem = bf16 ? 2 : 4, layer_bytes = static_cast<size_t>(seq * row) * elem;
@@ -66,6 +79,11 @@ void bm_attention(benchmark::State& state, Shape s, int64_t depth, int64_t token
   std::vector<float> scratch(static_cast<size_t>((reference ? 1 : threads) * rows.floats()));
   ThreadPool pool(threads);
   for (auto _ : state) {
+    if (cold) {
+      state.PauseTiming();
+      evict_caches();
+      state.ResumeTiming();
+    }
     for (int64_t l = 0; l < layers; ++l) {
       cpu::AttentionArgs a{q.data(),
                            k.data() + l * layer_bytes,
@@ -113,8 +131,10 @@ void register_all() {
       struct Case {
         const char* what;
         int64_t depth, tokens, layers;
+        bool cold = false;
       };
       const Case cases[] = {{"decode512", 512, 1, 30},
+                            {"decode512_cold", 512, 1, 30, true},
                             {"decode2048", 2048, 1, 30},
                             {"decode512_1layer", 512, 1, 1},
                             {"prefill512", 0, 512, 1}};
@@ -123,14 +143,14 @@ void register_all() {
           const std::string base = std::string(s.what) + "_" + c.what + (bf16 ? "/BF16" : "/F32");
           if (c.tokens == 1)
             benchmark::RegisterBenchmark(("reference/" + base + t).c_str(), bm_attention, s,
-                                         c.depth, c.tokens, c.layers, bf16, true,
+                                         c.depth, c.tokens, c.layers, c.cold, bf16, true,
                                          cpu::Isa::Portable, threads)
                 ->UseRealTime();
           for (cpu::Isa isa : levels) {
             if (isa > cpu::detected_isa()) continue;
             benchmark::RegisterBenchmark(
                 (std::string("lathe_") + cpu::isa_name(isa) + "/" + base + t).c_str(), bm_attention,
-                s, c.depth, c.tokens, c.layers, bf16, false, isa, threads)
+                s, c.depth, c.tokens, c.layers, c.cold, bf16, false, isa, threads)
                 ->UseRealTime();
           }
         }
