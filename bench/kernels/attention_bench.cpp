@@ -53,7 +53,6 @@ void evict_caches() {
 // tokens queries at positions depth.. over `layers` caches of depth + tokens positions, one
 // layer after another (cold: with evict_caches() before each step, untimed); bf16 caches hold
 // the top halves of the same floats.
-
 void bm_attention(benchmark::State& state, Shape s, int64_t depth, int64_t tokens, int64_t layers,
                   bool cold, bool bf16, bool reference, cpu::Isa isa, int threads) {
   cpu::set_active_isa(isa);
