@@ -26,6 +26,10 @@ bytes of cache per token (transformers keeps its own).
 Read bandwidth comes from build/bench/kernels/matmul_bench (read_bandwidth*/*, the faster of its
 two meters; --bench-binary);
 decode's roofline is bandwidth / bytes of weights read per token.
+Time to first token (ms): lathe's time_to_first_token_seconds (its prompt's forward steps plus
+picking the first token); llama.cpp's and transformers' are the prompt's time from their prefill
+rate (prompt tokens / prefill tokens/s), which leaves the picking out, so lathe's column does at
+least the same work. The table's last column is lathe's over the faster peer's.
 Each round runs lathe (`lathe bench --json`), then llama-bench (-r 1: prefill with -p, then
 decode with -n after -d prompt tokens of cache, as lathe's and transformers' decode follow the
 prompt; each with flash attention off and on, -fa 0,1, the faster kept), then
@@ -136,7 +140,8 @@ def lathe_run(lathe, model, dtype, threads, prompt, new, kv=()):
     d = json.loads(sh([lathe, "bench", model, "--prompt-tokens", str(prompt), "--new-tokens",
                        str(new), "--repeat", "1", "--threads", str(threads), *weights, *kv,
                        "--max-seq", str(prompt + new + 8), "--json"]))
-    return d["prefill_tokens_per_second"], d["decode_tokens_per_second"], d
+    return (d["prefill_tokens_per_second"], d["decode_tokens_per_second"],
+            1000 * d["time_to_first_token_seconds"])
 
 
 def llama_run(bench, gguf, threads, prompt, new, kv=()):
@@ -151,6 +156,11 @@ def llama_run(bench, gguf, threads, prompt, new, kv=()):
         return max(r["avg_ts"] for r in rows)
     return (ts(["-p", str(prompt), "-n", "0"]),
             ts(["-p", "0", "-n", str(new), "-d", str(prompt)]))
+
+
+def prompt_time(prompt, rates):
+    """(prefill, decode) tokens/s and the prompt's time in ms from the prefill rate."""
+    return (*rates, 1000 * prompt / rates[0])
 
 
 def transformers_run(python, model, dtype, threads, prompt, new):
@@ -216,8 +226,9 @@ def main():
     dtypes = a.dtypes.split(",")
     records = []
     print("| model | weights | threads | prefill lathe | llama.cpp | transformers | lathe / best "
-          "| decode lathe | llama.cpp | transformers | lathe / llama.cpp | roofline |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| decode lathe | llama.cpp | transformers | lathe / llama.cpp | roofline "
+          "| first token ms lathe | llama.cpp | transformers | lathe / fastest |")
+    print("| --- | --- | ---: |" + " ---: |" * 13)
     for model in a.model:
         for dtype in dtypes:
             gguf = gguf_for(a.work, llama_bench, a.python, model, dtype) \
@@ -232,20 +243,22 @@ def main():
                         mode = ["--compiled", "--cache-dir", os.path.join(a.work, "compile")] \
                             if a.lathe_compiled else []
                         mode += ["--copy-weights"] if a.lathe_copy_weights else []
-                        p, d, _ = lathe_run(a.lathe, model, dtype, t, a.prompt_tokens,
-                                            a.new_tokens, [*KV_CACHE[a.kv_cache][0], *mode])
-                        runs["lathe"].append((p, d))
+                        runs["lathe"].append(lathe_run(a.lathe, model, dtype, t, a.prompt_tokens,
+                                                       a.new_tokens,
+                                                       [*KV_CACHE[a.kv_cache][0], *mode]))
                     if "llama.cpp" in engines:
-                        runs["llama.cpp"].append(llama_run(llama_bench, gguf, t,
-                                                           a.prompt_tokens, a.new_tokens,
-                                                           KV_CACHE[a.kv_cache][1]))
+                        runs["llama.cpp"].append(prompt_time(a.prompt_tokens, llama_run(
+                            llama_bench, gguf, t, a.prompt_tokens, a.new_tokens,
+                            KV_CACHE[a.kv_cache][1])))
                     if "transformers" in engines and dtype not in QUANTIZED:
-                        runs["transformers"].append(transformers_run(
-                            a.python, model, dtype, t, a.prompt_tokens, a.new_tokens))
-                med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
-                       if v else (float("nan"), float("nan")) for k, v in runs.items()}
-                best = max(v[0] for k, v in med.items() if k != "lathe" and runs[k]) \
-                    if any(runs[k] for k in ("llama.cpp", "transformers")) else float("nan")
+                        runs["transformers"].append(prompt_time(a.prompt_tokens, transformers_run(
+                            a.python, model, dtype, t, a.prompt_tokens, a.new_tokens)))
+                # Each engine's medians: prefill and decode tokens/s, time to first token (ms).
+                med = {k: tuple(statistics.median(x[i] for x in v) for i in range(3))
+                       if v else (float("nan"),) * 3 for k, v in runs.items()}
+                peers = [v for k, v in med.items() if k != "lathe" and runs[k]]
+                best = max(v[0] for v in peers) if peers else float("nan")
+                first = min(v[2] for v in peers) if peers else float("nan")
                 roof = bw.get(t, bw[max(bw)]) * 1e9 / weight_bytes(model, dtype)
                 name = os.path.basename(os.path.normpath(model))
                 print(f"| {name} | {dtype} | {t} | {med['lathe'][0]:.1f} | {med['llama.cpp'][0]:.1f}"
@@ -253,7 +266,10 @@ def main():
                       f" | {med['lathe'][1]:.1f} | {med['llama.cpp'][1]:.1f}"
                       f" | {med['transformers'][1]:.1f}"
                       f" | {med['lathe'][1] / med['llama.cpp'][1]:.2f}"
-                      f" | {med['lathe'][1] / roof:.2f} |", flush=True)
+                      f" | {med['lathe'][1] / roof:.2f}"
+                      f" | {med['lathe'][2]:.0f} | {med['llama.cpp'][2]:.0f}"
+                      f" | {med['transformers'][2]:.0f} | {med['lathe'][2] / first:.2f} |",
+                      flush=True)
                 records.append({"model": model, "dtype": dtype, "threads": t,
                                 "kv_cache": a.kv_cache, "runs": runs,
                                 "medians": med, "roofline_tokens_per_second": roof})
