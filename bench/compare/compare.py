@@ -148,7 +148,7 @@ def llama_run(bench, gguf, threads, prompt, new, kv=()):
     # Prefill from an empty cache; decode after a prompt's worth of cache (-d), as lathe's and
     # transformers' decode follow the prompt. Each with flash attention off and on (-fa 0,1),
     # the faster kept: which is faster depends on the CPU (on the Intel Xeon of
-    # docs/performance.md, decode after 512 positions with an f16 cache ran 58.6 tokens/s
+    # docs/performance-log.md, decode after 512 positions with an f16 cache ran 58.6 tokens/s
     # without and 35.6 with).
     def ts(args):
         rows = json.loads(sh([bench, "-m", gguf, *args, *kv, "-t", str(threads), "-r", "1",
@@ -216,7 +216,7 @@ def main():
     ap.add_argument("--cold-files", action="store_true",
                     help="drop the checkpoint's and the GGUF file's pages from the page cache "
                          "before each model, dtype and thread count's runs (how the cache holds "
-                         "a mapped file moves decode by up to a tenth: docs/performance.md)")
+                         "a mapped file moves decode by up to a tenth: docs/performance-log.md)")
     ap.add_argument("--json", help="also write every run here")
     a = ap.parse_args()
     engines = a.engines.split(",")

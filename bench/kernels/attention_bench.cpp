@@ -3,14 +3,14 @@
 // 3 kv heads of 64) and the Llama-3.2-1B shape (32 over 8 of 64):
 //  - decode: one query token at a depth of 512 or 2048 cached positions, over 30 layers'
 //    caches in turn (as a decode step visits them; together larger than the L3 of the AMD EPYC
-//    of docs/performance.md, not of its Xeon's), f32 or bf16 caches; decode512_1layer: one
+//    of docs/performance-log.md, not of its Xeon's), f32 or bf16 caches; decode512_1layer: one
 //    layer's caches over and over (they stay in L2: the kernel's compute alone);
 //    decode512_cold: decode512 with 384 MiB read between steps, untimed (more than the L3 of
-//    the Xeon of docs/performance.md), so each step finds its caches in memory, as a decode
+//    the Xeon of docs/performance-log.md), so each step finds its caches in memory, as a decode
 //    step does after the weights have streamed through the cache;
 //  - prefill: a 512-token prompt attending to itself, one layer.
 // Reports the cache bytes read per second (decode) and query rows per second
-// (docs/performance.md):
+// (docs/performance-log.md):
 //   build/bench/kernels/attention_bench --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 

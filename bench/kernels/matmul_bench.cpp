@@ -154,7 +154,7 @@ float read_rows(const float* p, int64_t n) {
 void bm_read_bandwidth(benchmark::State& state, int threads, bool rows) {
   const int64_t n = int64_t{1} << 28;  // 1 GiB of floats
   // On 2 MiB pages, as lathe's weights are (core/pages.h): on the Intel Xeon of
-  // docs/performance.md 3-6% more on one thread than on 4 KiB pages, the same on two.
+  // docs/performance-log.md 3-6% more on one thread than on 4 KiB pages, the same on two.
   const std::shared_ptr<void> pages = allocate_pages(static_cast<size_t>(n) * sizeof(float));
   if (!pages) return state.SkipWithError("out of memory");
   std::span<float> buf(static_cast<float*>(pages.get()), static_cast<size_t>(n));

@@ -23,7 +23,7 @@ namespace lathe {
 
 // Transparent huge pages. Decode and prefill stream every weight once per step; on 4 KiB pages
 // that is a TLB miss every 4 KiB of each stream, dearer still in a virtual machine, where a
-// miss walks two page tables (measured in docs/performance.md, "Huge pages for the weights").
+// miss walks two page tables (measured in docs/performance-log.md, "Huge pages for the weights").
 constexpr size_t kHugePage = size_t{1} << 21;
 
 // Asks the kernel to back the whole 2 MiB pages inside [p, p + n) with huge pages

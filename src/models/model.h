@@ -43,7 +43,7 @@ struct ModelOptions {
   // load that reads nothing, and pages shared with other processes. true copies them at load
   // into memory of the process's own, on 2 MiB pages where the kernel allows (core/pages.h;
   // `--copy-weights`): steps stream them faster, and the load costs the copy
-  // (docs/performance.md, "Huge pages for the weights"). A sharded rank's slices and
+  // (docs/performance-log.md, "Huge pages for the weights"). A sharded rank's slices and
   // quantized matrices are copies either way, so their sources stay mapped there.
   bool copy_weights = false;
   // Called with the loaded model, whose place it takes: a sharded run's worker makes it one

@@ -419,7 +419,7 @@ class CpuBackend : public Backend {
     if (reference_ || group.size() > cpu::kMaxMatmulParts) return false;
     // Quantized weights only: run as one, their groups made SmolLM2's decode 4-11% faster
     // end to end (x quantized once, one parallel loop instead of three); bf16 groups made it
-    // 8% slower on two threads (docs/performance.md).
+    // 8% slower on two threads (docs/performance-log.md).
     const DType t = g.at(g.nodes[static_cast<size_t>(group.front())].inputs[1]).dtype;
     return t == DType::Q8_0 || t == DType::Q4_0;
   }

@@ -133,7 +133,7 @@ void row_tiles(const QuantActs& x, int64_t m, const uint8_t* w, size_t ldw, floa
 
 constexpr int kPanelRows = 16;        // one per 32-bit lane
 constexpr int kPanelActRows = 8;      // activation rows a panel tile takes at once
-constexpr int64_t kPackMinRows = 16;  // fewer rows take the row tiles (docs/performance.md)
+constexpr int64_t kPackMinRows = 16;  // fewer rows take the row tiles (docs/performance-log.md)
 
 // A panel: per block of 32 values, 8 vectors (one per lane of 4 values) of 16 rows' 4 codes,
 // then per block the 16 rows' scales as f32. Lanes past nr keep whatever an earlier panel
