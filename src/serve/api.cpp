@@ -502,7 +502,10 @@ Json api_coverage(const Snapshot& snap, const ApiParams& p) {
   const auto answer = cached_answer(
       snap, "coverage\n" + sel.task + '\n' + sel.lathe + '\n' + sel.transformers, [&] {
         std::vector<LabRow> rows, fixtures;
-        for (const LabRow* r : *select_latest(snap, sel)) {
+        // Held here: a range-for over `*select_latest(...)` would drop the pointer before the
+        // loop, and another request may evict the selection from the cache meanwhile.
+        const auto selected = select_latest(snap, sel);
+        for (const LabRow* r : *selected) {
           rows.push_back(slim(*r));
           if (r->source == "tiny") fixtures.push_back(rows.back());
         }
@@ -540,10 +543,10 @@ Json api_diff(const Snapshot& snap, const ApiParams& p) {
                                       b.lathe, '\n', b.transformers),
                                   [&] {
                                     std::vector<LabRow> ra, rb;
-                                    for (const LabRow* r : *select_latest(snap, a))
-                                      ra.push_back(slim(*r));
-                                    for (const LabRow* r : *select_latest(snap, b))
-                                      rb.push_back(slim(*r));
+                                    const auto sa = select_latest(snap, a);
+                                    const auto sb = select_latest(snap, b);
+                                    for (const LabRow* r : *sa) ra.push_back(slim(*r));
+                                    for (const LabRow* r : *sb) rb.push_back(slim(*r));
                                     return diff_json(ra, rb);
                                   });
   const Json& d = *diff;

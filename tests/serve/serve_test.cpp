@@ -3,8 +3,10 @@
 // limits, diff). tests/serve/api_test.py drives the real binary over HTTP.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "lab/dataset.h"
 #include "lab/report.h"
@@ -329,6 +331,35 @@ TEST(ServeApi, CoverageIsTheReportsAndUnimplementedRankedModelsAreUnsupported) {
   EXPECT_EQ(rows["items"][1]["tested"], false);
   EXPECT_EQ(rows["counts"]["unsupported"], 1);
   EXPECT_EQ(rows["counts"]["untested"], 0);
+}
+
+// The explorer answers requests on several threads over one snapshot, whose caches start over
+// when full. A request must hold what it reads from them: once, a coverage answer iterated a
+// selection that another request's eviction had freed (found by AddressSanitizer in the
+// browser test). Many threads, selections that fill the cache, and answers checked each time.
+TEST(ServeApi, ConcurrentRequestsSurviveCacheEvictions) {
+  Snapshot s;
+  constexpr int kRows = 1000;
+  for (int i = 0; i < kRows; ++i)
+    s.rows.push_back(row("org/llama-" + std::to_string(i), "pass", "0.1.0"));
+  index_rows(s);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 60; ++i) {
+        // Every third request selects all rows; the others select none, each under its own
+        // key, so the caches fill and start over while the large selections are read.
+        const int k = t * 1000 + i;
+        const bool all = k % 3 == 0;
+        const std::string tf = all ? (k % 2 ? "any" : "5.24.0") : "9." + std::to_string(k);
+        const int want = all ? kRows : 0;
+        if (api_coverage(s, {{"transformers", tf}})["rows"]["rows"] != want) ++wrong;
+        if (api_diff(s, {{"b_transformers", tf}})["unchanged"] != want) ++wrong;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 TEST(ServeStore, NoticesNewFiles) {
