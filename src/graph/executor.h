@@ -147,6 +147,8 @@ class EagerRunner {
  public:
   EagerRunner(const Backend& backend, ThreadPool& pool, const StepData& step,
               const Trace* trace = nullptr);
+  // It keeps `step` by reference for the runs to come: a temporary would dangle.
+  EagerRunner(const Backend&, ThreadPool&, const StepData&&, const Trace* = nullptr) = delete;
   // The Builder hooks: run the node just added; trace a node when it is named.
   Builder::OnNode hook();
   Builder::OnNode name_hook();
