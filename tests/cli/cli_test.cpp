@@ -95,6 +95,28 @@ TEST(Cli, VersionPrintsTheVersionAndCommit) {
 
 // The support table is generated from the registry: regenerate with
 // `build/lathe architectures --markdown > docs/architectures.md`.
+// Apache Arrow is a module (src/lab/dataset_module.h): the binary does not link it, a command
+// that reads no Parquet runs without it, and one that does gets one error naming the module
+// when it cannot be loaded.
+TEST(Cli, ParquetModuleIsLoadedOnlyWhenNeeded) {
+  const testing::RunResult ldd = testing::run_shell(std::string("ldd ") + LATHE_BINARY);
+  ASSERT_EQ(ldd.exit_code, 0) << ldd.out;
+  EXPECT_EQ(ldd.out.find("libarrow"), std::string::npos) << ldd.out;
+  EXPECT_EQ(ldd.out.find("libparquet"), std::string::npos) << ldd.out;
+
+  testing::ScratchDir dir("module");
+  testing::write_file(dir / "liblathe_dataset.so", "not a shared library\n");
+  testing::write_file(dir / "rows.parquet", "PAR1");
+  const std::string env = "env LATHE_MODULE_DIR=" + dir.path().string();
+  EXPECT_EQ(testing::run_lathe_split_env(env, "--help").exit_code, 0);
+  const auto r = testing::run_lathe_split_env(env, "lab report " + (dir / "rows.parquet").string());
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("liblathe_dataset.so: cannot load the Parquet module"), std::string::npos)
+      << r.err;
+}
+
 TEST(Cli, ArchitecturesDocIsTheRegistry) {
   const auto r = run_lathe("architectures --markdown");
   ASSERT_EQ(r.exit_code, 0) << r.out;
