@@ -1,6 +1,5 @@
 #include "io/hub_http.h"
 
-#include <curl/curl.h>
 #include <openssl/evp.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/version.h"
+#include "io/libcurl.h"
 
 namespace lathe::hub {
 
@@ -66,11 +66,6 @@ std::string Digest::hex() {
 namespace {
 
 constexpr size_t kMaxHeaderValue = 256;  // longer header values are cut (only a few are read)
-
-void global_init() {
-  static const CURLcode init = curl_global_init(CURL_GLOBAL_DEFAULT);
-  if (init != CURLE_OK) fail("libcurl: cannot initialise: ", curl_easy_strerror(init));
-}
 
 // The headers of the response being received; a new status line (the next response of a
 // redirect chain) starts them again.
@@ -209,29 +204,29 @@ struct HttpClient::Impl {
   char error[CURL_ERROR_SIZE] = {};
 
   void prepare(const std::string& url) {
-    curl_easy_reset(curl);
+    libcurl().easy_reset(curl);
     error[0] = '\0';
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
-    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 10L);
-    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 30L);
+    libcurl().easy_setopt(curl, CURLOPT_URL, url.c_str());
+    libcurl().easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+    libcurl().easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+    libcurl().easy_setopt(curl, CURLOPT_MAXREDIRS, 10L);
+    libcurl().easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    libcurl().easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    libcurl().easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 30L);
     // A transfer slower than 1 byte/s for 60 s has stalled.
-    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, 60L);
-    curl_easy_setopt(curl, CURLOPT_USERAGENT, (std::string("lathe/") + kLatheVersion).c_str());
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    if (headers) curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    libcurl().easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    libcurl().easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, 60L);
+    libcurl().easy_setopt(curl, CURLOPT_USERAGENT, (std::string("lathe/") + kLatheVersion).c_str());
+    libcurl().easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    if (headers) libcurl().easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   }
 
   HttpStatus finish(CURLcode rc, const Headers& h, const std::string& why) {
     HttpStatus st;
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &st.code);
+    libcurl().easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &st.code);
     st.error_code = h.error_code;
     if (rc != CURLE_OK) {
-      st.transport_error = !why.empty() ? why : error[0] ? error : curl_easy_strerror(rc);
+      st.transport_error = !why.empty() ? why : error[0] ? error : libcurl().easy_strerror(rc);
       st.cut_short = retryable(rc);
     }
     return st;
@@ -239,15 +234,15 @@ struct HttpClient::Impl {
 };
 
 HttpClient::HttpClient(std::optional<std::string> token) : p_(std::make_unique<Impl>()) {
-  global_init();
-  p_->curl = curl_easy_init();
+  p_->curl = libcurl().easy_init();
   if (!p_->curl) fail("libcurl: cannot create a request");
-  if (token) p_->headers = curl_slist_append(nullptr, ("Authorization: Bearer " + *token).c_str());
+  if (token)
+    p_->headers = libcurl().slist_append(nullptr, ("Authorization: Bearer " + *token).c_str());
 }
 
 HttpClient::~HttpClient() {
-  curl_slist_free_all(p_->headers);
-  curl_easy_cleanup(p_->curl);
+  libcurl().slist_free_all(p_->headers);
+  libcurl().easy_cleanup(p_->curl);
 }
 
 HttpStatus HttpClient::get(const std::string& url, std::string& body, size_t max_bytes) {
@@ -256,13 +251,13 @@ HttpStatus HttpClient::get(const std::string& url, std::string& body, size_t max
   s.body = &body;
   s.max_bytes = max_bytes;
   body.clear();
-  curl_easy_setopt(p_->curl, CURLOPT_WRITEFUNCTION, on_get_data);
-  curl_easy_setopt(p_->curl, CURLOPT_WRITEDATA, &s);
-  curl_easy_setopt(p_->curl, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(p_->curl, CURLOPT_HEADERDATA, &s.headers);
-  curl_easy_setopt(p_->curl, CURLOPT_ACCEPT_ENCODING, "");
-  curl_easy_setopt(p_->curl, CURLOPT_TIMEOUT, 300L);
-  const CURLcode rc = curl_easy_perform(p_->curl);
+  libcurl().easy_setopt(p_->curl, CURLOPT_WRITEFUNCTION, on_get_data);
+  libcurl().easy_setopt(p_->curl, CURLOPT_WRITEDATA, &s);
+  libcurl().easy_setopt(p_->curl, CURLOPT_HEADERFUNCTION, on_header);
+  libcurl().easy_setopt(p_->curl, CURLOPT_HEADERDATA, &s.headers);
+  libcurl().easy_setopt(p_->curl, CURLOPT_ACCEPT_ENCODING, "");
+  libcurl().easy_setopt(p_->curl, CURLOPT_TIMEOUT, 300L);
+  const CURLcode rc = libcurl().easy_perform(p_->curl);
   return p_->finish(rc, s.headers,
                     s.too_large ? cat("the answer is larger than ", max_bytes >> 20, " MiB") : "");
 }
@@ -279,15 +274,15 @@ HttpStatus HttpClient::download(const std::string& url, int fd, int64_t offset, 
   s.on_bytes = &on_bytes;
   s.cancel = &cancel;
   const std::string range = std::to_string(offset) + "-";
-  if (offset > 0) curl_easy_setopt(p_->curl, CURLOPT_RANGE, range.c_str());
-  curl_easy_setopt(p_->curl, CURLOPT_WRITEFUNCTION, on_download_data);
-  curl_easy_setopt(p_->curl, CURLOPT_WRITEDATA, &s);
-  curl_easy_setopt(p_->curl, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(p_->curl, CURLOPT_HEADERDATA, &s.headers);
-  curl_easy_setopt(p_->curl, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(p_->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-  curl_easy_setopt(p_->curl, CURLOPT_XFERINFODATA, &s);
-  const CURLcode rc = curl_easy_perform(p_->curl);
+  if (offset > 0) libcurl().easy_setopt(p_->curl, CURLOPT_RANGE, range.c_str());
+  libcurl().easy_setopt(p_->curl, CURLOPT_WRITEFUNCTION, on_download_data);
+  libcurl().easy_setopt(p_->curl, CURLOPT_WRITEDATA, &s);
+  libcurl().easy_setopt(p_->curl, CURLOPT_HEADERFUNCTION, on_header);
+  libcurl().easy_setopt(p_->curl, CURLOPT_HEADERDATA, &s.headers);
+  libcurl().easy_setopt(p_->curl, CURLOPT_NOPROGRESS, 0L);
+  libcurl().easy_setopt(p_->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+  libcurl().easy_setopt(p_->curl, CURLOPT_XFERINFODATA, &s);
+  const CURLcode rc = libcurl().easy_perform(p_->curl);
   HttpStatus st =
       p_->finish(rc, s.headers, rc == CURLE_ABORTED_BY_CALLBACK ? "cancelled" : s.error);
   if (!s.error.empty()) st.cut_short = false;

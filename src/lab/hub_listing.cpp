@@ -1,9 +1,9 @@
-// `lathe lab catalog refresh`: the Hub's public model listing, read with libcurl.
-#include <curl/curl.h>
+// `lathe lab catalog refresh`: the Hub's public model listing, read with libcurl (io/libcurl.h).
 
 #include <memory>
 
 #include "core/error.h"
+#include "io/libcurl.h"
 #include "lab/catalog.h"
 #include "lab/row.h"
 
@@ -31,27 +31,25 @@ size_t on_data(char* data, size_t size, size_t count, void* user) {
 }
 
 std::string http_get(const std::string& url) {
-  static const CURLcode init = curl_global_init(CURL_GLOBAL_DEFAULT);
-  if (init != CURLE_OK) fail("libcurl: cannot initialise: ", curl_easy_strerror(init));
-  std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
+  std::unique_ptr<CURL, void (*)(CURL*)> curl(libcurl().easy_init(), libcurl().easy_cleanup);
   if (!curl) fail("libcurl: cannot create a request");
   Body body;
   char error[CURL_ERROR_SIZE] = {};
-  curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, on_data);
-  curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(curl.get(), CURLOPT_ERRORBUFFER, error);
-  curl_easy_setopt(curl.get(), CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(curl.get(), CURLOPT_MAXREDIRS, 5L);
-  curl_easy_setopt(curl.get(), CURLOPT_CONNECTTIMEOUT, 20L);
-  curl_easy_setopt(curl.get(), CURLOPT_TIMEOUT, 120L);
-  curl_easy_setopt(curl.get(), CURLOPT_USERAGENT, "lathe-lab");
-  curl_easy_setopt(curl.get(), CURLOPT_PROTOCOLS_STR, "http,https");
-  const CURLcode rc = curl_easy_perform(curl.get());
+  libcurl().easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
+  libcurl().easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, on_data);
+  libcurl().easy_setopt(curl.get(), CURLOPT_WRITEDATA, &body);
+  libcurl().easy_setopt(curl.get(), CURLOPT_ERRORBUFFER, error);
+  libcurl().easy_setopt(curl.get(), CURLOPT_FOLLOWLOCATION, 1L);
+  libcurl().easy_setopt(curl.get(), CURLOPT_MAXREDIRS, 5L);
+  libcurl().easy_setopt(curl.get(), CURLOPT_CONNECTTIMEOUT, 20L);
+  libcurl().easy_setopt(curl.get(), CURLOPT_TIMEOUT, 120L);
+  libcurl().easy_setopt(curl.get(), CURLOPT_USERAGENT, "lathe-lab");
+  libcurl().easy_setopt(curl.get(), CURLOPT_PROTOCOLS_STR, "http,https");
+  const CURLcode rc = libcurl().easy_perform(curl.get());
   if (body.too_large) fail(url, ": the listing is larger than ", kMaxListingBytes >> 20, " MiB");
-  if (rc != CURLE_OK) fail(url, ": ", error[0] ? error : curl_easy_strerror(rc));
+  if (rc != CURLE_OK) fail(url, ": ", error[0] ? error : libcurl().easy_strerror(rc));
   long status = 0;
-  curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &status);
+  libcurl().easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &status);
   if (status != 200) fail(url, ": HTTP status ", status);
   return body.text;
 }

@@ -95,26 +95,36 @@ TEST(Cli, VersionPrintsTheVersionAndCommit) {
 
 // The support table is generated from the registry: regenerate with
 // `build/lathe architectures --markdown > docs/architectures.md`.
-// Apache Arrow is a module (src/lab/dataset_module.h): the binary does not link it, a command
-// that reads no Parquet runs without it, and one that does gets one error naming the module
-// when it cannot be loaded.
-TEST(Cli, ParquetModuleIsLoadedOnlyWhenNeeded) {
+// Apache Arrow and libcurl are loaded when first needed (docs/architecture.md, "Modules"): the
+// binary links neither, a command that needs neither runs without them, and one that needs
+// one gets one error naming it when it cannot be loaded.
+TEST(Cli, ArrowAndLibcurlAreLoadedOnlyWhenNeeded) {
   const testing::RunResult ldd = testing::run_shell(std::string("ldd ") + LATHE_BINARY);
   ASSERT_EQ(ldd.exit_code, 0) << ldd.out;
-  EXPECT_EQ(ldd.out.find("libarrow"), std::string::npos) << ldd.out;
-  EXPECT_EQ(ldd.out.find("libparquet"), std::string::npos) << ldd.out;
+  for (const char* lib : {"libarrow", "libparquet", "libcurl"})
+    EXPECT_EQ(ldd.out.find(lib), std::string::npos) << lib << " is linked: " << ldd.out;
 
   testing::ScratchDir dir("module");
   testing::write_file(dir / "liblathe_dataset.so", "not a shared library\n");
+  testing::write_file(dir / "libcurl.so.4", "not a shared library\n");
   testing::write_file(dir / "rows.parquet", "PAR1");
-  const std::string env = "env LATHE_MODULE_DIR=" + dir.path().string();
+  // The Parquet module from LATHE_MODULE_DIR; libcurl.so.4 from LD_LIBRARY_PATH.
+  const std::string env =
+      "env LATHE_MODULE_DIR=" + dir.path().string() + " LD_LIBRARY_PATH=" + dir.path().string();
   EXPECT_EQ(testing::run_lathe_split_env(env, "--help").exit_code, 0);
-  const auto r = testing::run_lathe_split_env(env, "lab report " + (dir / "rows.parquet").string());
-  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find("liblathe_dataset.so: cannot load the Parquet module"), std::string::npos)
-      << r.err;
+  const std::vector<std::pair<std::string, std::string>> failing = {
+      {"lab report " + (dir / "rows.parquet").string(),
+       "liblathe_dataset.so: cannot load the Parquet module"},
+      {"pull org/model --endpoint http://127.0.0.1:9 --cache " + (dir / "hub").string(),
+       "cannot load libcurl.so.4"},
+  };
+  for (const auto& [args, says] : failing) {
+    const auto r = testing::run_lathe_split_env(env, args);
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << args << ": " << r.err;
+  }
 }
 
 TEST(Cli, ArchitecturesDocIsTheRegistry) {
