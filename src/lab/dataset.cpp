@@ -1,6 +1,6 @@
 #include "lab/dataset.h"
 
-// The version macro alone: Arrow itself is used only by the module (lab/dataset_module.h).
+// The version macro alone: Arrow itself is used only by the plug-in (lab/dataset_plugin.h).
 #include <arrow/util/config.h>
 #include <unistd.h>
 
@@ -8,15 +8,15 @@
 
 #include "core/error.h"
 #include "io/durable.h"
-#include "lab/dataset_module.h"
+#include "lab/dataset_plugin.h"
 
 namespace lathe {
 namespace fs = std::filesystem;
 
 namespace {
 
-const DatasetModule& module() {
-  return load_module<DatasetModule>(DatasetModule::kFile, "the Parquet module");
+const DatasetPlugin& plugin() {
+  return load_plugin<DatasetPlugin>(DatasetPlugin::kFile, "the Parquet plug-in");
 }
 
 }  // namespace
@@ -26,7 +26,7 @@ std::string arrow_version() {
 }
 
 std::vector<std::string> dataset_columns() {
-  return module().columns();
+  return plugin().columns();
 }
 
 std::string dataset_file_name(const std::string& lathe_version,
@@ -36,7 +36,7 @@ std::string dataset_file_name(const std::string& lathe_version,
 }
 
 void write_parquet(const std::vector<LabRow>& rows, const fs::path& file) {
-  const DatasetModule& m = module();
+  const DatasetPlugin& m = plugin();
   const fs::path tmp = fs::path(file).concat(cat(".tmp", ::getpid()));
   try {
     if (std::string error = m.write(rows, tmp.string(), file.string()); !error.empty())
@@ -70,7 +70,7 @@ std::vector<fs::path> write_dataset(const std::vector<LabRow>& rows, const fs::p
 
 std::vector<LabRow> read_parquet(const fs::path& file) {
   std::vector<LabRow> rows;
-  if (std::string error = module().read(file.string(), rows); !error.empty()) throw Error(error);
+  if (std::string error = plugin().read(file.string(), rows); !error.empty()) throw Error(error);
   for (size_t i = 0; i < rows.size(); ++i)
     if (!is_status(rows[i].status))
       fail(file.string(), ": row ", i, " has unknown status \"", rows[i].status, "\"");

@@ -1,5 +1,5 @@
 // liblathe_dataset.so: LabRows to and from Parquet with Apache Arrow C++ (docs/dataset.md
-// lists the columns). Loaded by src/lab/dataset.cpp through the table in lab/dataset_module.h;
+// lists the columns). Loaded by src/lab/dataset.cpp through the table in lab/dataset_plugin.h;
 // nothing else in lathe includes an Arrow header.
 #include <arrow/api.h>
 #include <arrow/io/file.h>
@@ -12,7 +12,7 @@
 #include <variant>
 
 #include "core/error.h"
-#include "lab/dataset_module.h"
+#include "lab/dataset_plugin.h"
 
 namespace lathe {
 namespace fs = std::filesystem;
@@ -340,8 +340,8 @@ std::string guarded(F f) {
   }
 }
 
-const DatasetModule kTable = {
-    module_stamp(DatasetModule::kAbi),
+const DatasetPlugin kTable = {
+    plugin_stamp(DatasetPlugin::kAbi),
     [](const std::vector<LabRow>& rows, const std::string& path, const std::string& file) {
       return guarded([&] { write_table(rows, path, file); });
     },
@@ -358,6 +358,6 @@ const DatasetModule kTable = {
 }  // namespace
 }  // namespace lathe
 
-extern "C" __attribute__((visibility("default"))) const lathe::ModuleStamp* lathe_module() {
+extern "C" __attribute__((visibility("default"))) const lathe::PluginStamp* lathe_plugin() {
   return &lathe::kTable.stamp;
 }

@@ -95,7 +95,7 @@ TEST(Cli, VersionPrintsTheVersionAndCommit) {
 
 // The support table is generated from the registry: regenerate with
 // `build/lathe architectures --markdown > docs/architectures.md`.
-// Apache Arrow and libcurl are loaded when first needed (docs/architecture.md, "Modules"): the
+// Apache Arrow and libcurl are loaded when first needed (docs/architecture.md, "Plug-ins"): the
 // binary links neither, a command that needs neither runs without them, and one that needs
 // one gets one error naming it when it cannot be loaded.
 TEST(Cli, ArrowAndLibcurlAreLoadedOnlyWhenNeeded) {
@@ -104,17 +104,17 @@ TEST(Cli, ArrowAndLibcurlAreLoadedOnlyWhenNeeded) {
   for (const char* lib : {"libarrow", "libparquet", "libcurl"})
     EXPECT_EQ(ldd.out.find(lib), std::string::npos) << lib << " is linked: " << ldd.out;
 
-  testing::ScratchDir dir("module");
+  testing::ScratchDir dir("plugin");
   testing::write_file(dir / "liblathe_dataset.so", "not a shared library\n");
   testing::write_file(dir / "libcurl.so.4", "not a shared library\n");
   testing::write_file(dir / "rows.parquet", "PAR1");
-  // The Parquet module from LATHE_MODULE_DIR; libcurl.so.4 from LD_LIBRARY_PATH.
+  // The Parquet plug-in from LATHE_PLUGIN_DIR; libcurl.so.4 from LD_LIBRARY_PATH.
   const std::string env =
-      "env LATHE_MODULE_DIR=" + dir.path().string() + " LD_LIBRARY_PATH=" + dir.path().string();
+      "env LATHE_PLUGIN_DIR=" + dir.path().string() + " LD_LIBRARY_PATH=" + dir.path().string();
   EXPECT_EQ(testing::run_lathe_split_env(env, "--help").exit_code, 0);
   const std::vector<std::pair<std::string, std::string>> failing = {
       {"lab report " + (dir / "rows.parquet").string(),
-       "liblathe_dataset.so: cannot load the Parquet module"},
+       "liblathe_dataset.so: cannot load the Parquet plug-in"},
       {"pull org/model --endpoint http://127.0.0.1:9 --cache " + (dir / "hub").string(),
        "cannot load libcurl.so.4"},
   };

@@ -2,7 +2,7 @@
 # Installs lathe with `cmake --install` into a temporary prefix, then runs the installed binary
 # as an unprivileged user (nobody), who can read neither the build user's home nor its Python
 # environment (where the build takes the Arrow libraries from): the binary must find its Parquet
-# module, the Arrow and Parquet libraries the module links, and the bundled catalog in the
+# plug-in, the Arrow and Parquet libraries the plug-in links, and the bundled catalog in the
 # prefix. Runs the bundled catalog there, which writes Parquet, and reads it back with
 # `lab report`.
 #
@@ -35,19 +35,19 @@ if ! "$cmake" --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1; th
   fail "cmake --install $build --prefix $prefix failed"
 fi
 [ -x "$lathe" ] || fail "cmake --install $build put no executable at PREFIX/bin/lathe"
-# The binary links no Arrow; its Parquet module (src/lab/dataset_module.h) sits in
-# PREFIX/lib/lathe, and the Arrow libraries the module needs must resolve there too, not to
+# The binary links no Arrow; its Parquet plug-in (src/lab/dataset_plugin.h) sits in
+# PREFIX/lib/lathe, and the Arrow libraries the plug-in needs must resolve there too, not to
 # where the build found them.
 if ldd "$lathe" | grep -q -E "libarrow|libparquet"; then
   fail "the installed binary links Arrow itself: $(ldd "$lathe" | grep -E "libarrow|libparquet")"
 fi
-module=$prefix/lib/lathe/liblathe_dataset.so
-[ -f "$module" ] || fail "cmake --install $build put no Parquet module at $module"
+plugin=$prefix/lib/lathe/liblathe_dataset.so
+[ -f "$plugin" ] || fail "cmake --install $build put no Parquet plug-in at $plugin"
 for lib in libarrow libparquet; do
-  where=$(ldd "$module" | awk -v lib="$lib.so" 'index($1, lib) == 1 { print $3 }')
+  where=$(ldd "$plugin" | awk -v lib="$lib.so" 'index($1, lib) == 1 { print $3 }')
   if [ -z "$where" ] ||
     [ "$(realpath -m "$where")" != "$(realpath "$prefix")/lib/lathe/$(basename "$where")" ]; then
-    fail "the installed Parquet module does not take $lib from PREFIX/lib/lathe: $(ldd "$module" | grep "$lib" || echo "not linked")"
+    fail "the installed Parquet plug-in does not take $lib from PREFIX/lib/lathe: $(ldd "$plugin" | grep "$lib" || echo "not linked")"
   fi
 done
 
