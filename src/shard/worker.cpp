@@ -1,6 +1,5 @@
 #include "shard/worker.h"
 
-#include <mpi.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "shard/mpi_plugin.h"
 #include "shard/planner.h"
 
 namespace lathe::shard {
@@ -85,11 +85,9 @@ void on_sigterm(int) {
 
 class MpiWorker final : public Worker, public graph::Collectives {
  public:
-  explicit MpiWorker(const ShardRequest& r) {
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  explicit MpiWorker(const ShardRequest& r)
+      : mpi_(load_plugin<MpiPlugin>(MpiPlugin::kFile, "the MPI plug-in")) {
+    mpi_.init(&rank_, &size_);
     spec_ = {r.parallelism, r.degree, rank_, this};
     if (const char* d = env("LATHE_SHARD_DIR")) dir_ = d;
     if (const char* t = env("LATHE_SHARD_TIMEOUT")) timeout_ = std::max(0.1, std::atof(t));
@@ -126,17 +124,13 @@ class MpiWorker final : public Worker, public graph::Collectives {
 
   void broadcast(std::vector<int32_t>& data) override {
     int64_t n = static_cast<int64_t>(data.size());
-    MPI_Bcast(&n, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    mpi_.broadcast_i64(&n, 1);
     if (n < 0 || n > INT_MAX) fail("internal: a broadcast of ", n, " values");
     data.resize(static_cast<size_t>(n));
-    MPI_Bcast(data.data(), static_cast<int>(n), MPI_INT32_T, 0, MPI_COMM_WORLD);
+    mpi_.broadcast_i32(data.data(), static_cast<int>(n));
   }
 
-  int64_t sum(int64_t value) override {
-    int64_t total = 0;
-    MPI_Allreduce(&value, &total, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-    return total;
-  }
+  int64_t sum(int64_t value) override { return mpi_.sum_i64(value); }
 
   void finish(int code, const std::string& error) override {
     if (code != 0) {
@@ -149,7 +143,7 @@ class MpiWorker final : public Worker, public graph::Collectives {
     }
     write_status("done");
     std::fflush(stdout);
-    MPI_Finalize();
+    mpi_.finalize();
   }
 
   void all_gather(const float* in, int64_t n, float* out, const std::string& what) override {
@@ -158,17 +152,14 @@ class MpiWorker final : public Worker, public graph::Collectives {
     ++count_;  // the status counts the collectives this rank has entered
     message_ = what;
     write_status("running");
-    MPI_Request req;
-    MPI_Iallgather(in, static_cast<int>(n), MPI_FLOAT, out, static_cast<int>(n), MPI_FLOAT,
-                   MPI_COMM_WORLD, &req);
+    uint64_t request = 0;
+    mpi_.start_all_gather(in, static_cast<int>(n), out, &request);
     // Wait with a deadline: spin for 50 us (the ranks usually arrive together), yield the core
     // until 2 ms, then sleep 20 us at a time; with more ranks than cores, sleep after the spin
     // (a yielding rank can keep the core from the rank it waits for).
     const auto start = std::chrono::steady_clock::now();
     for (int64_t spins = 0;; ++spins) {
-      int done = 0;
-      MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-      if (done) return;
+      if (mpi_.test(&request)) return;
       if (spins < 64) continue;
       const double waited =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -234,7 +225,7 @@ class MpiWorker final : public Worker, public graph::Collectives {
                                   message_, ")", behind.empty() ? "" : ": " + behind);
     std::cerr << "error: " << error << "\n";
     finish(1, error);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    mpi_.abort(1);
     std::_Exit(1);
   }
 
@@ -256,6 +247,7 @@ class MpiWorker final : public Worker, public graph::Collectives {
       for (;;) pause();
   }
 
+  const MpiPlugin& mpi_;  // Open MPI, through its plug-in
   int rank_ = 0, size_ = 1;
   RankSpec spec_;
   std::string dir_, message_;
@@ -334,6 +326,9 @@ std::function<std::unique_ptr<Model>(std::unique_ptr<Model>)> Worker::model_wrap
 }
 
 int launch(const ShardRequest& request, int argc, char** argv, bool add_degree) {
+  // The workers load the MPI plug-in first thing: a missing or broken one is one error here,
+  // before any process starts.
+  load_plugin<MpiPlugin>(MpiPlugin::kFile, "the MPI plug-in");
   const int n = request.degree, cores = machine_cores();
   const int threads = std::max(1, cores / n);
   char tmpl[] = "/tmp/lathe-shard-XXXXXX";

@@ -93,22 +93,21 @@ TEST(Cli, VersionPrintsTheVersionAndCommit) {
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
 }
 
-// The support table is generated from the registry: regenerate with
-// `build/lathe architectures --markdown > docs/architectures.md`.
-// Apache Arrow and libcurl are loaded when first needed (docs/architecture.md, "Plug-ins"): the
-// binary links neither, a command that needs neither runs without them, and one that needs
-// one gets one error naming it when it cannot be loaded.
-TEST(Cli, ArrowAndLibcurlAreLoadedOnlyWhenNeeded) {
+// Apache Arrow, libcurl and Open MPI are loaded when first needed (docs/architecture.md,
+// "Plug-ins"): the binary links none of them, a command that needs none runs without them, and
+// one that needs one gets one error naming it when it cannot be loaded.
+TEST(Cli, ArrowCurlAndMpiAreLoadedOnlyWhenNeeded) {
   const testing::RunResult ldd = testing::run_shell(std::string("ldd ") + LATHE_BINARY);
   ASSERT_EQ(ldd.exit_code, 0) << ldd.out;
-  for (const char* lib : {"libarrow", "libparquet", "libcurl"})
+  for (const char* lib : {"libarrow", "libparquet", "libcurl", "libmpi"})
     EXPECT_EQ(ldd.out.find(lib), std::string::npos) << lib << " is linked: " << ldd.out;
 
   testing::ScratchDir dir("plugin");
   testing::write_file(dir / "liblathe_dataset.so", "not a shared library\n");
   testing::write_file(dir / "libcurl.so.4", "not a shared library\n");
+  testing::write_file(dir / "liblathe_mpi.so", "not a shared library\n");
   testing::write_file(dir / "rows.parquet", "PAR1");
-  // The Parquet plug-in from LATHE_PLUGIN_DIR; libcurl.so.4 from LD_LIBRARY_PATH.
+  // The plug-ins from LATHE_PLUGIN_DIR; libcurl.so.4 from LD_LIBRARY_PATH.
   const std::string env =
       "env LATHE_PLUGIN_DIR=" + dir.path().string() + " LD_LIBRARY_PATH=" + dir.path().string();
   EXPECT_EQ(testing::run_lathe_split_env(env, "--help").exit_code, 0);
@@ -117,6 +116,9 @@ TEST(Cli, ArrowAndLibcurlAreLoadedOnlyWhenNeeded) {
        "liblathe_dataset.so: cannot load the Parquet plug-in"},
       {"pull org/model --endpoint http://127.0.0.1:9 --cache " + (dir / "hub").string(),
        "cannot load libcurl.so.4"},
+      {"generate " + std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/tiny/llama_tied_gqa" +
+           " --prompt-ids '[1, 2]' --max-new-tokens 2 --tp 2",
+       "liblathe_mpi.so: cannot load the MPI plug-in"},
   };
   for (const auto& [args, says] : failing) {
     const auto r = testing::run_lathe_split_env(env, args);
@@ -127,6 +129,8 @@ TEST(Cli, ArrowAndLibcurlAreLoadedOnlyWhenNeeded) {
   }
 }
 
+// The support table is generated from the registry: regenerate with
+// `build/lathe architectures --markdown > docs/architectures.md`.
 TEST(Cli, ArchitecturesDocIsTheRegistry) {
   const auto r = run_lathe("architectures --markdown");
   ASSERT_EQ(r.exit_code, 0) << r.out;
