@@ -142,7 +142,7 @@ std::shared_ptr<arrow::DataType> type_of(const Column& c) {
   return std::visit(visitor, c.member);
 }
 
-// "2026-11-30T06:01:02.123456Z" <-> microseconds since the epoch.
+// "2026-11-30T06:01:02.123456Z" as microseconds since the epoch (format_utc, lab/row.h, back).
 int64_t parse_utc(const std::string& s) {
   std::tm tm{};
   int year = 0, month = 0, day = 0, h = 0, m = 0, sec = 0;
@@ -161,19 +161,6 @@ int64_t parse_utc(const std::string& s) {
   tm.tm_min = m;
   tm.tm_sec = sec;
   return static_cast<int64_t>(timegm(&tm)) * 1000000 + us;
-}
-std::string format_utc(int64_t micros) {
-  // Floor division: before 1970 the fraction still counts forward from the second.
-  int64_t secs = micros / 1000000, frac = micros % 1000000;
-  if (frac < 0) secs -= 1, frac += 1000000;
-  const std::time_t t = static_cast<std::time_t>(secs);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[40];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  char out[64];
-  std::snprintf(out, sizeof out, "%s.%06lldZ", buf, static_cast<long long>(frac));
-  return out;
 }
 
 std::shared_ptr<arrow::Array> build_column(const Column& c, const std::vector<LabRow>& rows,

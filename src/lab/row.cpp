@@ -27,16 +27,7 @@ bool is_stage(const std::string& s) {
 
 std::string utc_now() {
   using namespace std::chrono;
-  const auto now = system_clock::now();
-  const std::time_t t = system_clock::to_time_t(now);
-  const auto us = duration_cast<microseconds>(now.time_since_epoch()).count() % 1000000;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[40];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  char out[64];
-  std::snprintf(out, sizeof out, "%s.%06lldZ", buf, static_cast<long long>(us));
-  return out;
+  return format_utc(duration_cast<microseconds>(system_clock::now().time_since_epoch()).count());
 }
 
 namespace {

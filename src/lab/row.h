@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <ctime>
 #include <map>
 #include <optional>
 #include <string>
@@ -83,5 +85,21 @@ bool is_stage(const std::string& s);
 
 // Now, as UTC ISO 8601 with microseconds ("2026-11-30T06:01:02.123456Z").
 std::string utc_now();
+
+// Microseconds since the epoch as "2026-11-30T06:01:02.123456Z". Inline: the Parquet plug-in
+// (src/lab/dataset_arrow.cpp) reads timestamps with it and links nothing of lathe's.
+inline std::string format_utc(int64_t micros) {
+  // Floor division: before 1970 the fraction still counts forward from the second.
+  int64_t secs = micros / 1000000, frac = micros % 1000000;
+  if (frac < 0) secs -= 1, frac += 1000000;
+  const std::time_t t = static_cast<std::time_t>(secs);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  char out[64];
+  std::snprintf(out, sizeof out, "%s.%06lldZ", buf, static_cast<long long>(frac));
+  return out;
+}
 
 }  // namespace lathe
