@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "backends/cpu/backend.h"
 #include "cli/commands.h"
 #include "compile/cache.h"
 #include "compile/compiler.h"

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <map>
 
+#include "backends/cpu/backend.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "models/engine.h"

@@ -254,7 +254,7 @@ void check_choices(const graph::Graph& g, const Backend& backend, ThreadPool& po
   std::vector<bool> which(g.nodes.size(), false);
   bool chose = m.schedule.groups != plan.schedule().groups;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    which[i] = backend.variants(g, g.nodes[i]) > 1;
+    which[i] = variant_count(backend, g, g.nodes[i]) > 1;
     chose = chose || m.schedule.variants[i] != 0;
     plan.set_variant(i, 0);
   }
@@ -314,7 +314,7 @@ Module compile_module(const graph::Graph& bucket, const Backend& backend, Thread
   std::map<std::string, Tuned> measured;  // by signature
   for (size_t i = 0; i < bucket.nodes.size(); ++i) {
     const graph::Node& node = bucket.nodes[i];
-    const int n = backend.variants(bucket, node);
+    const int n = variant_count(backend, bucket, node);
     if (n <= 1) continue;
     const std::string sig = signature(bucket, node);
     auto it = measured.find(sig);

@@ -3,7 +3,7 @@
 // skips it:
 //  - the memory plan: where every intermediate and scratch buffer lives in one arena;
 //  - the kernel choices: for every node the backend can run several ways (how a Linear's
-//    work is split over threads and tiled, Backend::variants), the way that measured fastest
+//    work is split over threads and tiled, KernelChoices::variants), the way that measured fastest
 //    on this machine for this shape; every way gives the same bits, so a compiled run equals
 //    an eager one bit for bit.
 // A module is made for a shape bucket (graph/executor.h's Schedule is checked against each
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "graph/backend.h"
 #include "graph/executor.h"
 
 namespace lathe::compile {

@@ -5,7 +5,6 @@
 #include <tuple>
 
 #include "core/error.h"
-#include "core/quant.h"
 #include "graph/collectives.h"
 
 namespace lathe::graph {
@@ -24,21 +23,14 @@ Value Builder::name(Value v, std::string name) {
 Value Builder::add_node(Node node) {
   for (int64_t d : node.shape)
     if (d < 0) fail("internal: ", op_name(node.op), ": negative dimension");
+  if (!attrs_fit(node.op, node.attrs))
+    fail("internal: ", op_name(node.op), ": attributes of another op");
+  if (backend_) check_supported(*backend_, g_, node);
   g_.nodes.push_back(std::move(node));
   const Value v{static_cast<int32_t>(g_.nodes.size() - 1)};
   if (on_node_) on_node_(g_, v);
   return v;
 }
-
-namespace {
-
-// The weight types the Linear and Experts kernels take (backends/cpu/kernels.h).
-bool has_matmul_kernel(DType t) {
-  return t == DType::F32 || t == DType::BF16 || t == DType::MXFP4 || t == DType::FP8 ||
-         is_quantized(t);
-}
-
-}  // namespace
 
 void Builder::expect(Value v, const char* op, const char* arg) const {
   if (!v.valid() || v.id >= static_cast<int32_t>(g_.nodes.size()))
@@ -60,9 +52,7 @@ void Builder::expect_same_shape(Value a, Value b, const char* op) const {
 }
 
 Value Builder::input(InputSlot slot, int64_t n) {
-  Node node{.op = Op::Input, .shape = {n}, .dtype = DType::I32};
-  node.params.input_slot = static_cast<int64_t>(slot);
-  return add_node(std::move(node));
+  return add_node({.op = Op::Input, .shape = {n}, .dtype = DType::I32, .attrs = InputAttrs{slot}});
 }
 
 Value Builder::weight(const Tensor& t) {
@@ -76,10 +66,10 @@ Value Builder::embedding(Value table, Value ids, int64_t id_offset, IdRange rang
   if (shape(table).size() != 2 || node(ids).dtype != DType::I32 || shape(ids).size() != 1)
     fail("internal: embedding: table ", shape_str(shape(table)), " with ids ",
          shape_str(shape(ids)));
-  Node n{.op = Op::Embedding, .inputs = {table, ids}, .shape = {dim(ids, 0), dim(table, 1)}};
-  n.params.id_offset = id_offset;
-  n.params.id_range = range;
-  return add_node(std::move(n));
+  return add_node({.op = Op::Embedding,
+                   .inputs = {table, ids},
+                   .shape = {dim(ids, 0), dim(table, 1)},
+                   .attrs = EmbeddingAttrs{.id_offset = id_offset, .id_range = range}});
 }
 
 Value Builder::quantized(Value w) {
@@ -96,8 +86,6 @@ Value Builder::linear(Value x, Value w, Value bias, Quantize quantize) {
   if (wn.shape.size() != 2 || dim(x, -1) != wn.shape[1])
     fail("internal: linear: input ", shape_str(shape(x)), " does not match weight ",
          shape_str(wn.shape));
-  if (!has_matmul_kernel(wn.dtype))
-    fail("internal: linear: weight dtype ", dtype_name(wn.dtype), " has no kernel");
   if (bias.valid()) {
     expect_f32(bias, "linear", "bias");
     if (shape_numel(shape(bias)) != wn.shape[0])
@@ -106,9 +94,10 @@ Value Builder::linear(Value x, Value w, Value bias, Quantize quantize) {
   }
   Shape out = shape(x);
   out.back() = wn.shape[0];
-  Node n{.op = Op::Linear, .inputs = {x, w, bias}, .shape = std::move(out)};
-  n.params.keep_dtype = quantize == Quantize::Never;
-  return add_node(std::move(n));
+  return add_node({.op = Op::Linear,
+                   .inputs = {x, w, bias},
+                   .shape = std::move(out),
+                   .attrs = LinearAttrs{.keep_dtype = quantize == Quantize::Never}});
 }
 
 Value Builder::rms_norm(Value x, Value weight, float eps, float offset) {
@@ -119,10 +108,10 @@ Value Builder::rms_norm(Value x, Value weight, float eps, float offset) {
   if (groups <= 0 || groups * cols != count || rows % groups != 0)
     fail("internal: rms_norm: weight ", shape_str(shape(weight)), " for input ",
          shape_str(shape(x)));
-  Node n{.op = Op::RmsNorm, .inputs = {x, weight}, .shape = shape(x)};
-  n.params.eps = eps;
-  n.params.offset = offset;
-  return add_node(std::move(n));
+  return add_node({.op = Op::RmsNorm,
+                   .inputs = {x, weight},
+                   .shape = shape(x),
+                   .attrs = RmsNormAttrs{.eps = eps, .offset = offset}});
 }
 
 Value Builder::layer_norm(Value x, Value weight, Value bias, float eps) {
@@ -141,14 +130,15 @@ Value Builder::layer_norm(Value x, Value weight, Value bias, float eps) {
   if (weight.valid() && bias.valid() && gw != gb)
     fail("internal: layer_norm: weight ", shape_str(shape(weight)), " and bias ",
          shape_str(shape(bias)), " differ");
-  Node node{.op = Op::LayerNorm, .inputs = {x, weight, bias}, .shape = shape(x)};
-  node.params.eps = eps;
-  return add_node(std::move(node));
+  return add_node({.op = Op::LayerNorm,
+                   .inputs = {x, weight, bias},
+                   .shape = shape(x),
+                   .attrs = LayerNormAttrs{.eps = eps}});
 }
 
-Value Builder::unary(Op op, Value x, Params p) {
+Value Builder::unary(Op op, Value x, Attrs attrs) {
   expect_f32(x, op_name(op), "input");
-  return add_node({.op = op, .inputs = {x}, .shape = shape(x), .params = p});
+  return add_node({.op = op, .inputs = {x}, .shape = shape(x), .attrs = std::move(attrs)});
 }
 
 Value Builder::act_mul(Activation act, Value gate, Value up) {
@@ -158,13 +148,12 @@ Value Builder::act_mul(Activation act, Value gate, Value up) {
       dim(gate, -1) == 1 && shape_numel(shape(gate)) * dim(up, -1) == shape_numel(shape(up));
   if (shape(gate) != shape(up) && !per_row)
     fail("internal: act_mul: gate ", shape_str(shape(gate)), " for up ", shape_str(shape(up)));
-  Node n{.op = Op::ActMul, .inputs = {gate, up}, .shape = shape(up)};
-  n.params.act = act;
-  return add_node(std::move(n));
+  return add_node(
+      {.op = Op::ActMul, .inputs = {gate, up}, .shape = shape(up), .attrs = ActAttrs{act}});
 }
 
 Value Builder::activation(Activation act, Value x) {
-  return unary(Op::Activation, x, {.act = act});
+  return unary(Op::Activation, x, ActAttrs{act});
 }
 
 Value Builder::add(Value a, Value b) {
@@ -173,24 +162,24 @@ Value Builder::add(Value a, Value b) {
 }
 
 Value Builder::scale(Value x, float s) {
-  return unary(Op::Scale, x, {.scale = s});
+  return unary(Op::Scale, x, ScaleAttrs{s});
 }
 
 Value Builder::divide(Value x, float divisor) {
-  return unary(Op::Divide, x, {.scale = divisor});
+  return unary(Op::Divide, x, ScaleAttrs{divisor});
 }
 
 Value Builder::softcap(Value x, float cap) {
   if (!(cap > 0)) fail("internal: softcap: cap ", cap, " must be positive");
-  return unary(Op::Softcap, x, {.softcap = cap});
+  return unary(Op::Softcap, x, SoftcapAttrs{cap});
 }
 
 Value Builder::clamp(Value x, float limit, bool upper_only) {
-  return unary(Op::Clamp, x, {.limit = limit, .upper_only = upper_only});
+  return unary(Op::Clamp, x, ClampAttrs{.limit = limit, .upper_only = upper_only});
 }
 
 Value Builder::xielu(Value x, float alpha_p, float alpha_n, float beta, float eps) {
-  return unary(Op::Xielu, x, {.xielu = {alpha_p, alpha_n, beta, eps}});
+  return unary(Op::Xielu, x, XieluAttrs{alpha_p, alpha_n, beta, eps});
 }
 
 Value Builder::reshape(Value x, Shape s) {
@@ -209,7 +198,7 @@ Value Builder::rope_tables(const RopeSchedule& rope, Value positions) {
   return add_node({.op = Op::RopeTables,
                    .inputs = {positions},
                    .shape = {2, dim(positions, 0), half},
-                   .rope = &rope});
+                   .attrs = RopeTablesAttrs{&rope}});
 }
 
 Value Builder::rope(Value x, Value tables, RopeLayout layout, bool tail, bool inverse) {
@@ -219,11 +208,10 @@ Value Builder::rope(Value x, Value tables, RopeLayout layout, bool tail, bool in
   if (shape(x).size() != 3 || t.size() != 3 || t[0] != 2 || t[1] != dim(x, 0) ||
       2 * t[2] > dim(x, 2))
     fail("internal: rope: x ", shape_str(shape(x)), " with tables ", shape_str(t));
-  Node n{.op = Op::Rope, .inputs = {x, tables}, .shape = shape(x)};
-  n.params.layout = layout;
-  n.params.tail = tail;
-  n.params.inverse = inverse;
-  return add_node(std::move(n));
+  return add_node({.op = Op::Rope,
+                   .inputs = {x, tables},
+                   .shape = shape(x),
+                   .attrs = RopeAttrs{.layout = layout, .tail = tail, .inverse = inverse}});
 }
 
 Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Value slopes,
@@ -253,14 +241,15 @@ Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Va
         slopes.valid() || sinks.valid() || qs.size() != 3)
       fail("internal: attention: a read-only cache layer with q ", shape_str(qs),
            " takes no k, v, value_dim, position bias or sinks");
-    Node n{.op = Op::Attention, .inputs = {q, k, v, slopes, sinks}, .shape = qs};
-    n.params.kv_read_only = true;
-    n.params.layer = p.layer;
-    n.params.window = p.window;
-    n.params.chunk = p.chunk;
-    n.params.scale = p.scale;
-    n.params.softcap = p.softcap;
-    return add_node(std::move(n));
+    return add_node({.op = Op::Attention,
+                     .inputs = {q, k, v, slopes, sinks},
+                     .shape = qs,
+                     .attrs = AttentionAttrs{.layer = p.layer,
+                                             .window = p.window,
+                                             .chunk = p.chunk,
+                                             .scale = p.scale,
+                                             .softcap = p.softcap,
+                                             .kv_read_only = true}});
   }
   expect_f32(k, "attention", "k");
   const Shape &qs = shape(q), &ks = shape(k);
@@ -291,14 +280,14 @@ Value Builder::attention(Value q, Value k, Value v, const AttentionParams& p, Va
   Node n{.op = Op::Attention, .inputs = {q, k, v, slopes, sinks}, .shape = {qs[0], qs[1], v_dim}};
   // A sixth input only when there is one, so that other graphs keep their hashes.
   if (chosen.valid()) n.inputs.push_back(chosen);
-  n.params.value_dim = p.value_dim;
-  n.params.layer = p.layer;
-  n.params.window = p.window;
-  n.params.chunk = p.chunk;
-  n.params.scale = p.scale;
-  n.params.softcap = p.softcap;
-  n.params.bias = p.bias;
-  n.params.compressor = p.compressor;
+  n.attrs = AttentionAttrs{.layer = p.layer,
+                           .window = p.window,
+                           .value_dim = p.value_dim,
+                           .chunk = p.chunk,
+                           .scale = p.scale,
+                           .softcap = p.softcap,
+                           .bias = p.bias,
+                           .compressor = p.compressor};
   return add_node(std::move(n));
 }
 
@@ -317,12 +306,12 @@ Value Builder::indexer(Value q, Value k, Value w, int64_t layer, int64_t top_k, 
       ws[0] != qs[0] || ws[1] != qs[1] || top_k < 1 || layer < 0)
     fail("internal: indexer: q ", shape_str(qs), ", k ", shape_str(ks), ", weights ", shape_str(ws),
          ", top ", top_k, " keys, cache layer ", layer);
-  Node n{.op = Op::Indexer, .inputs = {q, k, w}, .shape = {qs[0], top_k}, .dtype = DType::I32};
-  n.params.layer = layer;
-  n.params.top_k = top_k;
-  n.params.scale = scale;
-  n.params.compressor = compressor;
-  return add_node(std::move(n));
+  return add_node({.op = Op::Indexer,
+                   .inputs = {q, k, w},
+                   .shape = {qs[0], top_k},
+                   .dtype = DType::I32,
+                   .attrs = IndexerAttrs{
+                       .layer = layer, .top_k = top_k, .scale = scale, .compressor = compressor}});
 }
 
 Value Builder::hyper_mix(Value mixes, Value base, Value scale, int64_t streams, int64_t iters,
@@ -339,11 +328,10 @@ Value Builder::hyper_mix(Value mixes, Value base, Value scale, int64_t streams, 
     fail("internal: hyper_mix: mixes ", shape_str(ms), ", base ", shape_str(shape(base)),
          ", scale ", shape_str(shape(scale)), " for ", streams, " streams, ", iters,
          " Sinkhorn iterations");
-  Node n{.op = Op::HyperMix, .inputs = {mixes, base, scale}, .shape = ms};
-  n.params.top_k = streams;
-  n.params.iters = iters;
-  n.params.eps = eps;
-  return add_node(std::move(n));
+  return add_node({.op = Op::HyperMix,
+                   .inputs = {mixes, base, scale},
+                   .shape = ms,
+                   .attrs = HyperMixAttrs{.streams = streams, .iters = iters, .eps = eps}});
 }
 
 Value Builder::compress(Value kv, Value gate, Value ape, Value norm, const RopeSchedule& rope,
@@ -356,17 +344,20 @@ Value Builder::compress(Value kv, Value gate, Value ape, Value norm, const RopeS
       (ks[1] != dim && ks[1] != 2 * dim) || p.layer < 0 || p.compressor < 0 || rope.rot_dim() > dim)
     fail("internal: compress: kv ", shape_str(ks), ", gate ", shape_str(shape(gate)), ", ape ",
          shape_str(as), ", norm of ", dim, ", rotary of ", rope.rot_dim(), " dims");
-  Node n{.op = Op::Compress, .inputs = {kv, gate, ape, norm}, .shape = {1}, .rope = &rope};
-  n.params.layer = p.layer;
-  n.params.compressor = p.compressor;
-  n.params.eps = p.eps;
-  n.params.layout = p.layout;
-  return add_node(std::move(n));
+  return add_node({.op = Op::Compress,
+                   .inputs = {kv, gate, ape, norm},
+                   .shape = {1},
+                   .attrs = CompressAttrs{.layer = p.layer,
+                                          .compressor = p.compressor,
+                                          .eps = p.eps,
+                                          .layout = p.layout,
+                                          .schedule = &rope}});
 }
 
 Value Builder::all_reduce(Value x, Collectives& comm) {
   expect_f32(x, "all_reduce", "x");
-  return add_node({.op = Op::AllReduce, .inputs = {x}, .shape = shape(x), .comm = &comm});
+  return add_node(
+      {.op = Op::AllReduce, .inputs = {x}, .shape = shape(x), .attrs = CollectiveAttrs{&comm}});
 }
 
 Value Builder::all_gather(Value x, Collectives& comm) {
@@ -374,7 +365,8 @@ Value Builder::all_gather(Value x, Collectives& comm) {
   Shape s = shape(x);
   if (s.empty()) fail("internal: all_gather of a scalar");
   s.back() *= comm.size();
-  return add_node({.op = Op::AllGather, .inputs = {x}, .shape = s, .comm = &comm});
+  return add_node(
+      {.op = Op::AllGather, .inputs = {x}, .shape = s, .attrs = CollectiveAttrs{&comm}});
 }
 
 Value Builder::append(Node node) {
@@ -411,9 +403,8 @@ Value Builder::slice(Value x, int64_t start, int64_t length) {
   if (s.empty() || start < 0 || length <= 0 || start + length > s.back())
     fail("internal: slice: columns [", start, ", ", start + length, ") of ", shape_str(s));
   s.back() = length;
-  Node n{.op = Op::Slice, .inputs = {x}, .shape = std::move(s)};
-  n.params.slice_start = start;
-  return add_node(std::move(n));
+  return add_node(
+      {.op = Op::Slice, .inputs = {x}, .shape = std::move(s), .attrs = SliceAttrs{start}});
 }
 
 Value Builder::row_stat(Value x, RowStat stat, float eps) {
@@ -422,10 +413,10 @@ Value Builder::row_stat(Value x, RowStat stat, float eps) {
   if (s.empty() || s.back() <= 0 || !(eps >= 0))
     fail("internal: row_stat: input ", shape_str(s), " with eps ", eps);
   s.back() = 1;
-  Node n{.op = Op::RowStat, .inputs = {x}, .shape = std::move(s)};
-  n.params.stat = stat;
-  n.params.eps = eps;
-  return add_node(std::move(n));
+  return add_node({.op = Op::RowStat,
+                   .inputs = {x},
+                   .shape = std::move(s),
+                   .attrs = RowStatAttrs{.stat = stat, .eps = eps}});
 }
 
 Value Builder::binary(BinaryOp op, Value a, Value b) {
@@ -440,9 +431,8 @@ Value Builder::binary(BinaryOp op, Value a, Value b) {
       fail("internal: binary: shapes ", shape_str(sa), " and ", shape_str(sb), " do not broadcast");
     out[out.size() - 1 - i] = da == 1 ? db : da;
   }
-  Node n{.op = Op::Binary, .inputs = {a, b}, .shape = std::move(out)};
-  n.params.binary = op;
-  return add_node(std::move(n));
+  return add_node(
+      {.op = Op::Binary, .inputs = {a, b}, .shape = std::move(out), .attrs = BinaryAttrs{op}});
 }
 
 Value Builder::batch_matmul(Value a, Value b) {
@@ -466,10 +456,10 @@ Value Builder::causal_conv(Value x, Value w, Value bias, StateRef state) {
     if (shape_numel(shape(bias)) != xs[1])
       fail("internal: causal_conv: bias ", shape_str(shape(bias)), " for ", xs[1], " channels");
   }
-  Node n{.op = Op::CausalConv, .inputs = {x, w, bias}, .shape = xs};
-  n.params.layer = state.layer;
-  n.params.state_slot = state.slot;
-  return add_node(std::move(n));
+  return add_node({.op = Op::CausalConv,
+                   .inputs = {x, w, bias},
+                   .shape = xs,
+                   .attrs = StateAttrs{.layer = state.layer, .slot = state.slot}});
 }
 
 Value Builder::gated_delta_rule(Value q, Value k, Value v, Value a, Value b, Value a_log,
@@ -484,10 +474,10 @@ Value Builder::gated_delta_rule(Value q, Value k, Value v, Value a, Value b, Val
       as != Shape{qs[0], vs[1]} || shape_numel(shape(a_log)) != vs[1])
     fail("internal: gated_delta_rule: q ", shape_str(qs), ", v ", shape_str(vs), ", a ",
          shape_str(as), ", A_log ", shape_str(shape(a_log)));
-  Node n{.op = Op::GatedDeltaRule, .inputs = {q, k, v, a, b, a_log, dt_bias}, .shape = vs};
-  n.params.layer = state.layer;
-  n.params.state_slot = state.slot;
-  return add_node(std::move(n));
+  return add_node({.op = Op::GatedDeltaRule,
+                   .inputs = {q, k, v, a, b, a_log, dt_bias},
+                   .shape = vs,
+                   .attrs = StateAttrs{.layer = state.layer, .slot = state.slot}});
 }
 
 Value Builder::ssd(Value x, Value dt, Value a_log, Value dt_bias, Value b, Value c, Value d,
@@ -504,12 +494,12 @@ Value Builder::ssd(Value x, Value dt, Value a_log, Value dt_bias, Value b, Value
     fail("internal: ssd: x ", shape_str(xs), ", dt ", shape_str(ds), ", B ", shape_str(bs),
          ", A_log ", shape_str(shape(a_log)));
   if (!(dt_min <= dt_max)) fail("internal: ssd: dt limit [", dt_min, ", ", dt_max, "]");
-  Node n{.op = Op::Ssd, .inputs = {x, dt, a_log, dt_bias, b, c, d}, .shape = xs};
-  n.params.layer = state.layer;
-  n.params.state_slot = state.slot;
-  n.params.dt_min = dt_min;
-  n.params.dt_max = dt_max;
-  return add_node(std::move(n));
+  return add_node(
+      {.op = Op::Ssd,
+       .inputs = {x, dt, a_log, dt_bias, b, c, d},
+       .shape = xs,
+       .attrs =
+           SsdAttrs{.layer = state.layer, .slot = state.slot, .dt_min = dt_min, .dt_max = dt_max}});
 }
 
 Value Builder::head_linear(Value x, Value w) {
@@ -518,8 +508,6 @@ Value Builder::head_linear(Value x, Value w) {
   const Shape &xs = shape(x), &ws = shape(w);
   if (xs.size() != 3 || ws.size() != 3 || ws[0] != xs[1] || ws[2] != xs[2])
     fail("internal: head_linear: input ", shape_str(xs), " with weight ", shape_str(ws));
-  if (node(w).dtype != DType::F32 && node(w).dtype != DType::BF16)
-    fail("internal: head_linear: weight dtype ", dtype_name(node(w).dtype), " has no kernel");
   return add_node({.op = Op::HeadLinear, .inputs = {x, w}, .shape = {xs[0], xs[1], ws[1]}});
 }
 
@@ -561,13 +549,13 @@ Value Builder::route(Value logits, const RouteParams& p, Value bias, Value exper
          .shape = {2, dim(logits, 0), p.top_k}};
   // A fourth input only when there is one, so that other graphs keep their hashes.
   if (ids.valid()) n.inputs.push_back(ids);
-  n.params.routing = p.routing;
-  n.params.top_k = p.top_k;
-  n.params.norm_topk = p.norm_topk;
-  n.params.eps = p.norm_eps;
-  n.params.scale = p.scale;
-  n.params.groups = p.groups;
-  n.params.top_groups = p.top_groups;
+  n.attrs = RouteAttrs{.routing = p.routing,
+                       .top_k = p.top_k,
+                       .norm_topk = p.norm_topk,
+                       .eps = p.norm_eps,
+                       .scale = p.scale,
+                       .groups = p.groups,
+                       .top_groups = p.top_groups};
   return add_node(std::move(n));
 }
 
@@ -588,13 +576,15 @@ Value Builder::experts(Value x, Value route, const std::vector<Expert>& given, A
       (!experts.front().gate.valid() || !std::isfinite(glu.limit) || !std::isfinite(glu.alpha)))
     fail("internal: experts: a clamped GLU needs gated experts and a finite limit ", glu.limit,
          " and alpha ", glu.alpha);
-  Node n{.op = Op::Experts, .inputs = {x, route}, .shape = shape(x)};
-  n.params.act = act;
-  n.params.top_k = dim(route, 2);
-  n.params.glu = glu.kind;
-  n.params.limit = glu.limit;
-  n.params.alpha = glu.alpha;
-  n.params.scale_inputs = scale_inputs;
+  Node n{.op = Op::Experts,
+         .inputs = {x, route},
+         .shape = shape(x),
+         .attrs = ExpertsAttrs{.act = act,
+                               .top_k = dim(route, 2),
+                               .glu = glu.kind,
+                               .limit = glu.limit,
+                               .alpha = glu.alpha,
+                               .scale_inputs = scale_inputs}};
   const int64_t d = dim(x, 1);
   int64_t inter = -1;
   for (const Expert& e : experts) {
@@ -606,9 +596,6 @@ Value Builder::experts(Value x, Value route, const std::vector<Expert>& given, A
     if (up.size() != 2 || up[1] != d || up[0] != inter || down != Shape{d, inter} || !gate_ok)
       fail("internal: experts: expert ", (n.inputs.size() - 2) / kExpertInputs, " up ",
            shape_str(up), " down ", shape_str(down), " for input ", shape_str(shape(x)));
-    for (Value w : {e.gate, e.up, e.down})
-      if (w.valid() && !has_matmul_kernel(node(w).dtype))
-        fail("internal: experts: weight dtype ", dtype_name(node(w).dtype), " has no kernel");
     if (e.gate.valid() != experts.front().gate.valid())
       fail("internal: experts: every expert is gated, or none");
     if (e.gate_bias.valid() && !e.gate.valid())

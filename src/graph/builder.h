@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 
+#include "graph/backend.h"
 #include "graph/graph.h"
 #include "graph/quantize.h"
 
@@ -37,6 +38,9 @@ class Builder {
   // Linear and Experts weights are then replaced by the quantizer's copies (--quantize).
   void set_quantizer(WeightQuantizer* q) { quantizer_ = q; }
   WeightQuantizer* quantizer() const { return quantizer_; }
+  // Each node is then checked against the backend's kernels as it is added
+  // (Backend::supports), so an unsupported dtype fails where the model built it.
+  void set_backend(const Backend* b) { backend_ = b; }
   // w, or a Weight node of its quantized copy when the quantizer takes it.
   Value quantized(Value w);
   const Node& node(Value v) const { return g_.at(v); }
@@ -91,7 +95,8 @@ class Builder {
     // earlier node of the step, and nothing is appended (Gemma4's KV-shared layers). Values
     // are then head_dim wide.
     bool kv_read_only = false;
-    // > 0: Llama 4's chunked attention, each query within its chunk of positions (Params::chunk).
+    // > 0: Llama 4's chunked attention, each query within its chunk of positions
+    // (AttentionAttrs::chunk).
     int64_t chunk = 0;
     // >= 0: DeepseekV4. The keys (values in their first value_dim dims) are followed by the
     // entries of the layer's compressor `compressor` that the query sees (Op::Compress), in
@@ -209,11 +214,12 @@ class Builder {
   void expect(Value v, const char* op, const char* arg) const;
   void expect_f32(Value v, const char* op, const char* arg) const;
   void expect_same_shape(Value a, Value b, const char* op) const;
-  Value unary(Op op, Value x, Params p);
+  Value unary(Op op, Value x, Attrs attrs);
 
   Graph g_;
   OnNode on_node_, on_name_;
   WeightQuantizer* quantizer_ = nullptr;
+  const Backend* backend_ = nullptr;
 };
 
 }  // namespace lathe::graph

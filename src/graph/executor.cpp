@@ -22,7 +22,7 @@ bool has_buffer(Op op) {
 }
 
 std::span<const int32_t> input_data(const StepData& step, const Node& n) {
-  switch (static_cast<InputSlot>(n.params.input_slot)) {
+  switch (n.attr<InputAttrs>().slot) {
     case InputSlot::Tokens:
       return step.tokens;
     case InputSlot::Positions:
@@ -30,7 +30,7 @@ std::span<const int32_t> input_data(const StepData& step, const Node& n) {
     case InputSlot::LogitRows:
       return step.logit_rows;
   }
-  fail("internal: input slot ", n.params.input_slot);
+  fail("internal: input slot ", static_cast<int64_t>(n.attr<InputAttrs>().slot));
 }
 
 // The step input an Input node is bound to, checked against the shape it was built for.
@@ -124,9 +124,7 @@ size_t place(std::vector<Interval>& items) {
 }
 
 void check_support(const Graph& g, const Backend& backend) {
-  for (const Node& node : g.nodes)
-    if (!backend.supports(node))
-      fail("backend ", backend.name(), " cannot run ", op_name(node.op), " ", node.name);
+  for (const Node& node : g.nodes) check_supported(backend, g, node);
 }
 
 // A Linear node whose weight (and bias, if any) are constants: all it reads besides x.
@@ -155,10 +153,11 @@ void check_groups(const Graph& g, const Backend& backend,
 }  // namespace
 
 std::vector<std::vector<int32_t>> linear_groups(const Graph& g, const Backend& backend) {
+  const KernelChoices* choices = backend.choices();
   std::vector<std::vector<int32_t>> open;  // by x, the group being filled
   std::vector<std::vector<int32_t>> groups;
   auto close = [&](std::vector<int32_t>& group) {
-    if (group.size() >= 2 && backend.fuses_linears(g, group)) groups.push_back(group);
+    if (group.size() >= 2 && choices && choices->fuses_linears(g, group)) groups.push_back(group);
     group.clear();
   };
   std::vector<int32_t> group_of(g.nodes.size(), -1);  // x's node -> index into `open`
@@ -233,9 +232,9 @@ void check_schedule(const Graph& g, const Backend& backend, int threads, int64_t
     if (s.variants.size() != g.nodes.size())
       fail("schedule variants for ", s.variants.size(), " nodes in a graph of ", g.nodes.size());
     for (size_t i = 0; i < g.nodes.size(); ++i)
-      if (s.variants[i] < 0 || s.variants[i] >= backend.variants(g, g.nodes[i]))
+      if (s.variants[i] < 0 || s.variants[i] >= variant_count(backend, g, g.nodes[i]))
         fail("schedule variant ", s.variants[i], " for node ", i, ", which has ",
-             backend.variants(g, g.nodes[i]));
+             variant_count(backend, g, g.nodes[i]));
   }
 }
 
@@ -336,7 +335,7 @@ void run_linears(const Backend& backend, std::index_sequence<I...>, const int32_
       NodeArgs{graph.nodes[static_cast<size_t>(nodes[I])], args[static_cast<size_t>(nodes[I])],
                values[static_cast<size_t>(nodes[I])], workspace[static_cast<size_t>(nodes[I])],
                step, pool, variants[static_cast<size_t>(nodes[I])]}...};
-  backend.run_linears(group);
+  backend.choices()->run_linears(group);
 }
 
 void Plan::run_group(ThreadPool& pool, size_t g, const StepData& step) {
@@ -391,8 +390,7 @@ Builder::OnNode EagerRunner::name_hook() {
 
 void EagerRunner::run(const Graph& g, Value v) {
   const Node& node = g.at(v);
-  if (!backend_.supports(node))
-    fail("backend ", backend_.name(), " cannot run ", op_name(node.op), " ", node.name);
+  check_supported(backend_, g, node);
   values_.resize(g.nodes.size());
   Tensor& out = values_[static_cast<size_t>(v.id)];
   switch (node.op) {
@@ -420,3 +418,16 @@ void EagerRunner::run(const Graph& g, Value v) {
 }
 
 }  // namespace lathe::graph
+
+namespace lathe {
+
+void check_supported(const Backend& b, const graph::Graph& g, const graph::Node& n) {
+  if (b.supports(g, n)) return;
+  std::string dtypes;
+  for (graph::Value v : n.inputs)
+    dtypes += cat(dtypes.empty() ? "" : ", ", v.valid() ? dtype_name(g.at(v).dtype) : "-");
+  fail("the ", b.name(), " backend has no kernel for ", graph::op_name(n.op), " (",
+       n.name.empty() ? "unnamed" : n.name, ") of ", dtypes.empty() ? "no" : dtypes, " inputs");
+}
+
+}  // namespace lathe

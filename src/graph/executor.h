@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "graph/backend.h"
 #include "graph/builder.h"
 
 namespace lathe {
@@ -52,7 +52,7 @@ struct Schedule {
   std::vector<Slot> slots;  // in the order the planner lists them: by node, output first
   uint64_t arena_bytes = 0;
   std::vector<int32_t> variants;  // per node; empty: every node's default (0)
-  // Linear nodes run as one (Backend::run_linears) where the first of each group stands;
+  // Linear nodes run as one (KernelChoices::run_linears) where the first of each group stands;
   // each group one of linear_groups(), whose buffers are live from its first node on.
   std::vector<std::vector<int32_t>> groups;
 };

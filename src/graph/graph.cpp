@@ -1,9 +1,11 @@
 #include "graph/graph.h"
 
-#include "graph/collectives.h"
-
 #include <cstring>
 #include <sstream>
+#include <type_traits>
+
+#include "core/error.h"
+#include "graph/collectives.h"
 
 namespace lathe::graph {
 
@@ -102,7 +104,116 @@ struct Hasher {
   }
 };
 
+// The hash of a field: its bytes; a rotary schedule by its parameters, collectives by their
+// number of ranks.
+struct AttrHasher {
+  Hasher& h;
+  template <class T>
+  void operator()(const char*, const T& v) const {
+    if constexpr (std::is_same_v<T, const RopeSchedule*>) {
+      h.add(v ? v->hash() : uint64_t{0});
+    } else if constexpr (std::is_same_v<T, Collectives*>) {
+      h.add(v ? v->size() : 0);
+    } else if constexpr (std::is_enum_v<T>) {
+      h.add(static_cast<int64_t>(v));
+    } else {
+      h.add(v);
+    }
+  }
+};
+
+// " name=value" per field, for dump().
+struct AttrPrinter {
+  std::ostream& out;
+  template <class T>
+  void operator()(const char* name, const T& v) const {
+    out << ' ' << name << '=';
+    if constexpr (std::is_same_v<T, const RopeSchedule*>) {
+      out << (v ? "rope" : "none");
+    } else if constexpr (std::is_same_v<T, Collectives*>) {
+      out << (v ? v->size() : 0) << " ranks";
+    } else if constexpr (std::is_enum_v<T>) {
+      out << static_cast<int64_t>(v);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      out << (v ? "true" : "false");
+    } else {
+      out << v;
+    }
+  }
+};
+
 }  // namespace
+
+bool attrs_fit(Op op, const Attrs& a) {
+  switch (op) {
+    case Op::Weight:
+    case Op::Add:
+    case Op::Reshape:
+    case Op::Rows:
+    case Op::Concat:
+    case Op::HeadLinear:
+    case Op::BatchMatmul:
+      return std::holds_alternative<NoAttrs>(a);
+    case Op::Input:
+      return std::holds_alternative<InputAttrs>(a);
+    case Op::Embedding:
+      return std::holds_alternative<EmbeddingAttrs>(a);
+    case Op::Linear:
+      return std::holds_alternative<LinearAttrs>(a);
+    case Op::RmsNorm:
+      return std::holds_alternative<RmsNormAttrs>(a);
+    case Op::LayerNorm:
+      return std::holds_alternative<LayerNormAttrs>(a);
+    case Op::ActMul:
+    case Op::Activation:
+      return std::holds_alternative<ActAttrs>(a);
+    case Op::Scale:
+    case Op::Divide:
+      return std::holds_alternative<ScaleAttrs>(a);
+    case Op::Softcap:
+      return std::holds_alternative<SoftcapAttrs>(a);
+    case Op::Clamp:
+      return std::holds_alternative<ClampAttrs>(a);
+    case Op::Xielu:
+      return std::holds_alternative<XieluAttrs>(a);
+    case Op::RopeTables:
+      return std::holds_alternative<RopeTablesAttrs>(a);
+    case Op::Rope:
+      return std::holds_alternative<RopeAttrs>(a);
+    case Op::Attention:
+      return std::holds_alternative<AttentionAttrs>(a);
+    case Op::Route:
+      return std::holds_alternative<RouteAttrs>(a);
+    case Op::Experts:
+      return std::holds_alternative<ExpertsAttrs>(a);
+    case Op::Slice:
+      return std::holds_alternative<SliceAttrs>(a);
+    case Op::CausalConv:
+    case Op::GatedDeltaRule:
+      return std::holds_alternative<StateAttrs>(a);
+    case Op::Ssd:
+      return std::holds_alternative<SsdAttrs>(a);
+    case Op::RowStat:
+      return std::holds_alternative<RowStatAttrs>(a);
+    case Op::Binary:
+      return std::holds_alternative<BinaryAttrs>(a);
+    case Op::Indexer:
+      return std::holds_alternative<IndexerAttrs>(a);
+    case Op::AllReduce:
+    case Op::AllGather:
+      return std::holds_alternative<CollectiveAttrs>(a);
+    case Op::HyperMix:
+      return std::holds_alternative<HyperMixAttrs>(a);
+    case Op::Compress:
+      return std::holds_alternative<CompressAttrs>(a);
+  }
+  return false;
+}
+
+void Node::bad_attrs() const {
+  fail("internal: ", op_name(op), " node ", name.empty() ? "(unnamed)" : name,
+       " holds attributes of another op");
+}
 
 uint64_t Graph::hash(bool shapes) const {
   Hasher h;
@@ -113,26 +224,11 @@ uint64_t Graph::hash(bool shapes) const {
     for (Value v : n.inputs) h.add(v.id);
     if (shapes) h.shape(n.shape);
     h.add(static_cast<int>(n.dtype));
-    const Params& p = n.params;
-    for (float f : {p.eps, p.offset, p.scale, p.softcap, p.limit, p.xielu[0], p.xielu[1],
-                    p.xielu[2], p.xielu[3], p.alpha, p.dt_min, p.dt_max})
-      h.add(f);
-    for (int v :
-         {static_cast<int>(p.act), static_cast<int>(p.layout), static_cast<int>(p.bias),
-          static_cast<int>(p.routing), static_cast<int>(p.norm_topk), static_cast<int>(p.glu),
-          static_cast<int>(p.kv_read_only), static_cast<int>(p.scale_inputs),
-          static_cast<int>(p.id_range), static_cast<int>(p.stat), static_cast<int>(p.binary),
-          static_cast<int>(p.upper_only), static_cast<int>(p.tail), static_cast<int>(p.inverse)})
-      h.add(v);
-    for (int64_t v : {p.layer, p.window, p.value_dim, p.id_offset, p.input_slot, p.top_k, p.groups,
-                      p.top_groups, p.slice_start, p.state_slot, p.chunk, p.compressor, p.iters})
-      h.add(v);
+    std::visit([&](const auto& a) { a.visit(AttrHasher{h}); }, n.attrs);
     if (n.op == Op::Weight) {
       h.shape(n.constant.shape());
       h.add(static_cast<int>(n.constant.dtype()));
     }
-    if (n.rope) h.add(n.rope->hash());
-    if (n.comm) h.add(n.comm->size());
   }
   h.add(outputs.size());
   for (Value v : outputs) h.add(v.id);
@@ -148,6 +244,7 @@ std::string Graph::dump() const {
       out << (j ? ", " : "") << (n.inputs[j].valid() ? "%" + std::to_string(n.inputs[j].id) : "-");
     out << ") " << shape_str(n.shape) << ' ' << dtype_name(n.dtype);
     if (!n.name.empty()) out << ' ' << n.name;
+    std::visit([&](const auto& a) { a.visit(AttrPrinter{out}); }, n.attrs);
     out << '\n';
   }
   return out.str();

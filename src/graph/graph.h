@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "core/tensor.h"
@@ -34,7 +35,7 @@ enum class Op : uint8_t {
   Input,       // a step input bound at execution: tokens, positions, logit rows (I32)
   Weight,      // a constant tensor (a weight, mapped or converted once at load)
   Embedding,   // rows of weight [vocab, dim] at ids (+ offset) -> [n, dim] F32; an id
-               // outside the table fails, or reads zeros or row 0 (Params::id_range)
+               // outside the table fails, or reads zeros or row 0 (EmbeddingAttrs)
   Linear,      // x [.., k] . w[n, k]^T (+ bias[n]) -> [.., n]
   RmsNorm,     // x / rms(x) * (weight + offset), over the last dimension
   LayerNorm,   // torch LayerNorm over the last dimension; weight, bias optional
@@ -62,7 +63,7 @@ enum class Op : uint8_t {
                // expert weights (plane 0) and expert ids (plane 1, exact integers in f32)
   Experts,     // x [n, dim], route [2, n, k], then kExpertInputs per expert (gate, up, down
                // weights and their optional biases) -> [n, dim]: sum over the token's k experts
-               // of weight * down(glu(gate x, up x)), glu as Params::glu says (with
+               // of weight * down(glu(gate x, up x)), glu as ExpertsAttrs::glu says (with
                // scale_inputs: of down(glu(gate (weight x), up (weight x))))
   Concat,      // a [.., m], b [.., n] with equal leading dimensions -> [.., m + n]
   HeadLinear,  // x [n, heads, k] . w[heads, m, k]^T per head -> [n, heads, m] (MLA)
@@ -135,7 +136,7 @@ enum class PositionBias : uint8_t { None, Alibi, AlibiFalcon };
 //                then the largest of the others, weighted likewise among them. Not renormalised.
 //   TopKSigmoid: the k largest logits in torch.topk(sorted=True)'s order, each weighted by its
 //                sigmoid (Llama4Router; its experts take the weight on their input, see
-//                Params::scale_inputs).
+//                ExpertsAttrs::scale_inputs).
 // Weights are then divided by their sum when `norm_topk` is set (adding eps to the sum) and
 // multiplied by `scale` (routed_scaling_factor).
 //   SqrtSoftplus: scores sqrt(softplus(logit)), the k largest of score + bias in
@@ -154,7 +155,7 @@ enum class Routing : uint8_t {
 };
 // How an Experts node joins each expert's gate and up projections (biases added) into the
 // input of its down projection:
-//   ActMul:        act(gate) * up, act as Params::act (Mixtral, Qwen2Moe, ...);
+//   ActMul:        act(gate) * up, act as ExpertsAttrs::act (Mixtral, Qwen2Moe, ...);
 //   ClampedSwiglu: g = min(gate, limit), u = clamp(up, -limit, limit), then
 //                  (u + 1) * g * sigmoid(g * alpha) (GptOssExperts._apply_gate);
 //   ClampedSilu:   silu(min(gate, limit)) * clamp(up, -limit, limit) (DeepseekV4Experts).
@@ -176,53 +177,269 @@ enum class BinaryOp : uint8_t { Add, Sub, Mul, Div };
 // bias, down bias (a bias absent, or an ungated expert's gate, is an invalid input).
 inline constexpr int kExpertInputs = 6;
 
-// Op parameters: one flat record, so that hashing and printing treat every op alike. Fields
-// an op does not use stay at their defaults.
-struct Params {
-  float eps = 0, offset = 0, scale = 0, softcap = 0, limit = 0;
-  float xielu[4] = {0, 0, 0, 0};  // alpha_p, alpha_n, beta, eps
-  Activation act = Activation::Silu;
-  RopeLayout layout = RopeLayout::HalfSplit;
-  PositionBias bias = PositionBias::None;
-  int64_t layer = -1;                // Attention, Indexer: which cache layer
-  int64_t window = 0;                // Attention: sliding window (0: none)
-  int64_t value_dim = 0;             // Attention: > 0 when the values are the keys' first value_dim
-  int64_t id_offset = 0;             // Embedding: added to every id (OPT's learned positions)
-  IdRange id_range = IdRange::Fail;  // Embedding: what an id outside the table reads
-  RowStat stat = RowStat::Mean;      // RowStat (eps: Rms's floor of the mean square)
-  BinaryOp binary = BinaryOp::Add;   // Binary
-  int64_t input_slot = 0;            // Input: which step input (InputSlot)
-  // Attention: no k and v; reads cache layer `layer` and appends nothing (KV-shared layers).
-  bool kv_read_only = false;
-  // Linear: built with Quantize::Never (a router): a rank's graph never quantizes its weight.
-  // Not hashed: the weight's own dtype says what runs.
-  bool keep_dtype = false;
-  // Route (scale: routed scaling factor, eps: added to the sum that norm_topk divides by).
-  Routing routing = Routing::SoftmaxTopK;
-  bool norm_topk = false;
-  int64_t top_k = 0;  // Route: experts per token; Indexer: keys per query; HyperMix: streams
-  int64_t groups = 0, top_groups = 0;  // Sigmoid: experts in `groups` groups, best top_groups
-  // Experts (ClampedSwiglu: limit is the clamp, alpha the sigmoid's gain).
-  ExpertGlu glu = ExpertGlu::ActMul;
-  float alpha = 0;
-  int64_t slice_start = 0;  // Slice: the first column
-  int64_t state_slot = 0;   // CausalConv, GatedDeltaRule, Ssd: which of the layer's state tensors
-  float dt_min = 0, dt_max = 0;  // Ssd: dt = softplus(dt + dt_bias) clamped to [dt_min, dt_max]
-  // Llama 4. Attention: chunked (> 0), a query at p sees only the keys of its chunk of
-  // positions, from p - p % chunk (create_chunked_causal_mask). Experts: each token's weight
-  // multiplies the expert's input instead of its output, down(glu(gate (w x), up (w x)))
-  // (Llama4TextMoe's routed_in = hidden_states * router_scores).
-  int64_t chunk = 0;
-  bool scale_inputs = false;
-  bool upper_only = false;  // Clamp: min(x, limit)
-  bool tail = false;        // Rope: rotate each head's last rot dims (DeepseekV4's [nope | rope])
-  bool inverse = false;     // Rope: rotate by -theta (sin negated)
-  int64_t compressor = -1;  // Compress, Attention, Indexer: which of the layer's compressors
-  int64_t iters = 0;        // HyperMix: Sinkhorn iterations
-};
-
 // The step inputs an Input node can be bound to.
 enum class InputSlot : int64_t { Tokens, Positions, LogitRows };
+
+// Op attributes: each op its own record (as ONNX operators and XLA's HLO instructions have
+// theirs). A record lists its fields once, in visit(): hashing and printing walk them there.
+// Ops with no attributes (Weight, Add, Reshape, Rows, Concat, HeadLinear, BatchMatmul) hold
+// NoAttrs.
+struct NoAttrs {
+  template <class V>
+  void visit(V&&) const {}
+};
+struct InputAttrs {
+  InputSlot slot = InputSlot::Tokens;
+  template <class V>
+  void visit(V&& v) const {
+    v("slot", slot);
+  }
+};
+struct EmbeddingAttrs {
+  int64_t id_offset = 0;             // added to every id (OPT's learned positions)
+  IdRange id_range = IdRange::Fail;  // what an id outside the table reads
+  template <class V>
+  void visit(V&& v) const {
+    v("id_offset", id_offset);
+    v("id_range", id_range);
+  }
+};
+struct LinearAttrs {
+  // Built with Quantize::Never (a router): a rank's graph never quantizes its weight. Not
+  // hashed: the weight's own dtype says what runs.
+  bool keep_dtype = false;
+  template <class V>
+  void visit(V&&) const {}
+};
+struct RmsNormAttrs {
+  float eps = 0, offset = 0;  // x / rms(x) * (weight + offset)
+  template <class V>
+  void visit(V&& v) const {
+    v("eps", eps);
+    v("offset", offset);
+  }
+};
+struct LayerNormAttrs {
+  float eps = 0;
+  template <class V>
+  void visit(V&& v) const {
+    v("eps", eps);
+  }
+};
+struct ActAttrs {  // ActMul, Activation
+  Activation act = Activation::Silu;
+  template <class V>
+  void visit(V&& v) const {
+    v("act", act);
+  }
+};
+struct ScaleAttrs {  // Scale: x * value; Divide: x / value
+  float value = 0;
+  template <class V>
+  void visit(V&& v) const {
+    v("value", value);
+  }
+};
+struct SoftcapAttrs {
+  float cap = 0;
+  template <class V>
+  void visit(V&& v) const {
+    v("cap", cap);
+  }
+};
+struct ClampAttrs {
+  float limit = 0;
+  bool upper_only = false;  // min(x, limit)
+  template <class V>
+  void visit(V&& v) const {
+    v("limit", limit);
+    v("upper_only", upper_only);
+  }
+};
+struct XieluAttrs {
+  float alpha_p = 0, alpha_n = 0, beta = 0, eps = 0;
+  template <class V>
+  void visit(V&& v) const {
+    v("alpha_p", alpha_p);
+    v("alpha_n", alpha_n);
+    v("beta", beta);
+    v("eps", eps);
+  }
+};
+struct RopeTablesAttrs {
+  const RopeSchedule* schedule = nullptr;  // hashed by its parameters
+  template <class V>
+  void visit(V&& v) const {
+    v("schedule", schedule);
+  }
+};
+struct RopeAttrs {
+  RopeLayout layout = RopeLayout::HalfSplit;
+  bool tail = false;     // rotate each head's last rot dims (DeepseekV4's [nope | rope])
+  bool inverse = false;  // rotate by -theta (sin negated)
+  template <class V>
+  void visit(V&& v) const {
+    v("layout", layout);
+    v("tail", tail);
+    v("inverse", inverse);
+  }
+};
+struct AttentionAttrs {
+  int64_t layer = -1;     // which cache layer
+  int64_t window = 0;     // sliding window (0: none)
+  int64_t value_dim = 0;  // > 0 when the values are the keys' first value_dim
+  // Llama 4: chunked (> 0), a query at p sees only the keys of its chunk of positions, from
+  // p - p % chunk (create_chunked_causal_mask).
+  int64_t chunk = 0;
+  float scale = 0, softcap = 0;
+  PositionBias bias = PositionBias::None;
+  // No k and v: reads cache layer `layer` and appends nothing (KV-shared layers).
+  bool kv_read_only = false;
+  int64_t compressor = -1;  // >= 0: that compressor's entries follow the keys (DeepseekV4)
+  template <class V>
+  void visit(V&& v) const {
+    v("layer", layer);
+    v("window", window);
+    v("value_dim", value_dim);
+    v("chunk", chunk);
+    v("scale", scale);
+    v("softcap", softcap);
+    v("bias", bias);
+    v("kv_read_only", kv_read_only);
+    v("compressor", compressor);
+  }
+};
+struct RouteAttrs {
+  Routing routing = Routing::SoftmaxTopK;
+  int64_t top_k = 0;  // experts per token
+  bool norm_topk = false;
+  float eps = 0;                       // added to the sum that norm_topk divides by
+  float scale = 0;                     // routed scaling factor
+  int64_t groups = 0, top_groups = 0;  // experts in `groups` groups, the best top_groups
+  template <class V>
+  void visit(V&& v) const {
+    v("routing", routing);
+    v("top_k", top_k);
+    v("norm_topk", norm_topk);
+    v("eps", eps);
+    v("scale", scale);
+    v("groups", groups);
+    v("top_groups", top_groups);
+  }
+};
+struct ExpertsAttrs {
+  Activation act = Activation::Silu;
+  int64_t top_k = 0;
+  ExpertGlu glu = ExpertGlu::ActMul;
+  float limit = 0, alpha = 0;  // ClampedSwiglu: the clamp and the sigmoid's gain
+  // Each token's weight multiplies the expert's input instead of its output,
+  // down(glu(gate (w x), up (w x))) (Llama4TextMoe's routed_in = hidden_states * router_scores).
+  bool scale_inputs = false;
+  template <class V>
+  void visit(V&& v) const {
+    v("act", act);
+    v("top_k", top_k);
+    v("glu", glu);
+    v("limit", limit);
+    v("alpha", alpha);
+    v("scale_inputs", scale_inputs);
+  }
+};
+struct SliceAttrs {
+  int64_t start = 0;  // the first column
+  template <class V>
+  void visit(V&& v) const {
+    v("start", start);
+  }
+};
+struct StateAttrs {  // CausalConv, GatedDeltaRule: state tensor `slot` of cache layer `layer`
+  int64_t layer = -1, slot = 0;
+  template <class V>
+  void visit(V&& v) const {
+    v("layer", layer);
+    v("slot", slot);
+  }
+};
+struct SsdAttrs {
+  int64_t layer = -1, slot = 0;
+  float dt_min = 0, dt_max = 0;  // dt = softplus(dt + dt_bias) clamped to [dt_min, dt_max]
+  template <class V>
+  void visit(V&& v) const {
+    v("layer", layer);
+    v("slot", slot);
+    v("dt_min", dt_min);
+    v("dt_max", dt_max);
+  }
+};
+struct RowStatAttrs {
+  RowStat stat = RowStat::Mean;
+  float eps = 0;  // Rms's floor of the mean square
+  template <class V>
+  void visit(V&& v) const {
+    v("stat", stat);
+    v("eps", eps);
+  }
+};
+struct BinaryAttrs {
+  BinaryOp op = BinaryOp::Add;
+  template <class V>
+  void visit(V&& v) const {
+    v("op", op);
+  }
+};
+struct IndexerAttrs {
+  int64_t layer = -1, top_k = 0;  // keys per query
+  float scale = 0;
+  int64_t compressor = -1;
+  template <class V>
+  void visit(V&& v) const {
+    v("layer", layer);
+    v("top_k", top_k);
+    v("scale", scale);
+    v("compressor", compressor);
+  }
+};
+struct CollectiveAttrs {        // AllReduce, AllGather
+  Collectives* comm = nullptr;  // hashed by its number of ranks
+  template <class V>
+  void visit(V&& v) const {
+    v("comm", comm);
+  }
+};
+struct HyperMixAttrs {
+  int64_t streams = 0, iters = 0;  // Sinkhorn iterations
+  float eps = 0;
+  template <class V>
+  void visit(V&& v) const {
+    v("streams", streams);
+    v("iters", iters);
+    v("eps", eps);
+  }
+};
+struct CompressAttrs {
+  int64_t layer = -1, compressor = 0;
+  float eps = 0;  // the entries' RMSNorm
+  RopeLayout layout = RopeLayout::Interleaved;
+  const RopeSchedule* schedule = nullptr;  // the entries' rotary
+  template <class V>
+  void visit(V&& v) const {
+    v("layer", layer);
+    v("compressor", compressor);
+    v("eps", eps);
+    v("layout", layout);
+    v("schedule", schedule);
+  }
+};
+
+using Attrs =
+    std::variant<NoAttrs, InputAttrs, EmbeddingAttrs, LinearAttrs, RmsNormAttrs, LayerNormAttrs,
+                 ActAttrs, ScaleAttrs, SoftcapAttrs, ClampAttrs, XieluAttrs, RopeTablesAttrs,
+                 RopeAttrs, AttentionAttrs, RouteAttrs, ExpertsAttrs, SliceAttrs, StateAttrs,
+                 SsdAttrs, RowStatAttrs, BinaryAttrs, IndexerAttrs, CollectiveAttrs, HyperMixAttrs,
+                 CompressAttrs>;
+
+// Whether `attrs` holds the record `op` takes.
+bool attrs_fit(Op op, const Attrs& attrs);
 
 // A node's output, by index into Graph::nodes.
 struct Value {
@@ -236,10 +453,23 @@ struct Node {
   std::vector<Value> inputs = {};  // in the op's argument order; an absent optional one is -1
   Shape shape = {};
   DType dtype = DType::F32;
-  Params params = {};
-  Tensor constant = {};                // Weight: the tensor (a zero-copy view of the checkpoint)
-  const RopeSchedule* rope = nullptr;  // RopeTables: the rotary schedule
-  Collectives* comm = nullptr;         // AllReduce, AllGather: the ranks' collectives
+  Attrs attrs = {};      // the record op takes (attrs_fit)
+  Tensor constant = {};  // Weight: the tensor (a zero-copy view of the checkpoint)
+
+  // The node's attributes as the record T; an internal error when it holds another.
+  template <class T>
+  const T& attr() const {
+    if (const T* a = std::get_if<T>(&attrs)) return *a;
+    bad_attrs();
+  }
+  template <class T>
+  T& attr() {
+    if (T* a = std::get_if<T>(&attrs)) return *a;
+    bad_attrs();
+  }
+
+ private:
+  [[noreturn]] void bad_attrs() const;
 };
 
 struct Graph {

@@ -1,4 +1,5 @@
 #include "models/engine.h"
+#include "backends/cpu/backend.h"
 
 #include <algorithm>
 #include <cstring>
@@ -91,6 +92,7 @@ void GraphModel::quantize_weights(DType type) {
 graph::Graph Engine::build_graph(int64_t n, int64_t r) const {
   graph::Builder b;
   b.set_quantizer(model_.quantizer());
+  b.set_backend(&cpu_backend(ctx_.reference_kernels));
   b.output(model_.build(b, step_inputs(b, n, r)));
   return std::move(b.graph());
 }
@@ -178,6 +180,7 @@ const Tensor& Engine::step(std::span<const int32_t> tokens, std::span<const int3
     graph::EagerRunner runner(cpu_backend(ctx_.reference_kernels), *ctx_.pool, data, trace);
     graph::Builder b(runner.hook(), runner.name_hook());
     b.set_quantizer(model_.quantizer());
+    b.set_backend(&cpu_backend(ctx_.reference_kernels));
     eager_logits_ = runner.value(model_.build(b, step_inputs(b, n, r)));
     last_plan_ = nullptr;
     result = &eager_logits_;

@@ -1,4 +1,5 @@
 #include "shard/planner.h"
+#include "backends/cpu/backend.h"
 
 #include <sched.h>
 
@@ -10,8 +11,8 @@
 #include <sstream>
 #include <thread>
 
-#include "backends/backend.h"
 #include "core/error.h"
+#include "graph/backend.h"
 #include "models/engine.h"
 #include "models/registry.h"
 

@@ -147,7 +147,7 @@ class RankGraph {
 
  private:
   Value input(const Node& n) {
-    switch (static_cast<graph::InputSlot>(n.params.input_slot)) {
+    switch (n.attr<graph::InputAttrs>().slot) {
       case graph::InputSlot::Tokens:
         return in_.tokens;
       case graph::InputSlot::Positions:
@@ -155,7 +155,7 @@ class RankGraph {
       case graph::InputSlot::LogitRows:
         return in_.logit_rows;
     }
-    fail("internal: input slot ", n.params.input_slot);
+    fail("internal: input slot ", static_cast<int64_t>(n.attr<graph::InputAttrs>().slot));
   }
 
   // The rank's value of v: a node made before, or the whole weight.
@@ -164,7 +164,7 @@ class RankGraph {
     const Node& n = g_.at(v);
     if (n.op != Op::Weight) return map_.at(static_cast<size_t>(v.id));
     auto [it, added] = whole_.emplace(v.id, Value{});
-    if (added) it->second = b_.append(Node{n.op, "", {}, n.shape, n.dtype, n.params, n.constant});
+    if (added) it->second = b_.append(Node{n.op, "", {}, n.shape, n.dtype, n.attrs, n.constant});
     return it->second;
   }
   std::vector<Value> mapped(const Node& n) {
@@ -193,7 +193,8 @@ class RankGraph {
   // experts take their quantized copies, as the builder gives one process.
   Value copy(const Node& n, std::vector<Value> inputs, Shape shape, bool named) {
     Node c = n;
-    if (n.op == Op::Linear && !n.params.keep_dtype) inputs[1] = b_.quantized(inputs[1]);
+    if (n.op == Op::Linear && !n.attr<graph::LinearAttrs>().keep_dtype)
+      inputs[1] = b_.quantized(inputs[1]);
     if (n.op == Op::Experts)
       for (size_t k = 2; k < inputs.size(); ++k)
         if ((k - 2) % graph::kExpertInputs < 3) inputs[k] = b_.quantized(inputs[k]);
@@ -258,18 +259,21 @@ class RankGraph {
       // Row-parallel: the rank's columns, the ranks' products summed, the bias added once.
       const Units u = rank_units(in.units, in.unit, spec_, detail::label(g_, i));
       const Value part =
-          copy(n, {at(x), sliced_units(w, 1, in.units, u, !n.params.keep_dtype), Value{}}, n.shape,
-               false);
+          copy(n,
+               {at(x), sliced_units(w, 1, in.units, u, !n.attr<graph::LinearAttrs>().keep_dtype),
+                Value{}},
+               n.shape, false);
       Value sum = b_.all_reduce(part, *spec_.comm);
       if (bias.valid()) sum = b_.binary(graph::BinaryOp::Add, sum, at(bias));
       return named(sum, n);
     }
     if (auto c = a_.column.find(static_cast<int32_t>(i)); c != a_.column.end()) {
       const Units u = rank_units(c->second.units, c->second.role, spec_, detail::label(g_, i));
-      return copy(n,
-                  {at(x), sliced_units(w, 0, c->second.units, u, !n.params.keep_dtype),
-                   sliced_units(bias, 0, c->second.units, u)},
-                  local_shape(n.shape, c->second.units, u, detail::label(g_, i)), false);
+      return copy(
+          n,
+          {at(x), sliced_units(w, 0, c->second.units, u, !n.attr<graph::LinearAttrs>().keep_dtype),
+           sliced_units(bias, 0, c->second.units, u)},
+          local_shape(n.shape, c->second.units, u, detail::label(g_, i)), false);
     }
     const int64_t vocab = g_.at(w).shape[0];
     if (static_cast<int32_t>(i) == a_.head && vocab % spec_.degree == 0) {
@@ -277,10 +281,11 @@ class RankGraph {
       const Units u{spec_.rank, 1};
       Shape shape = n.shape;
       shape.back() /= spec_.degree;
-      const Value part = copy(n,
-                              {at(x), sliced_units(w, 0, spec_.degree, u, !n.params.keep_dtype),
-                               sliced_units(bias, 0, spec_.degree, u)},
-                              shape, false);
+      const Value part = copy(
+          n,
+          {at(x), sliced_units(w, 0, spec_.degree, u, !n.attr<graph::LinearAttrs>().keep_dtype),
+           sliced_units(bias, 0, spec_.degree, u)},
+          shape, false);
       return named(b_.all_gather(part, *spec_.comm), n);
     }
     return copy(n, mapped(n), n.shape, true);
@@ -291,16 +296,17 @@ class RankGraph {
     const int64_t vocab = g_.at(table).shape[0], ranks = spec_.degree;
     auto role = a_.weight.find(table.id);
     if (role == a_.weight.end() || role->second.role != Role::Vocab || vocab % ranks != 0 ||
-        n.params.id_range != graph::IdRange::Fail)
+        n.attr<graph::EmbeddingAttrs>().id_range != graph::IdRange::Fail)
       return copy(n, mapped(n), n.shape, true);
     // Each rank embeds the ids in its rows (zeros for the others'), and the sum joins them.
     // An id outside the whole table still fails: below it on rank 0, past it on the last.
     const int64_t rows = vocab / ranks, begin = spec_.rank * rows;
     Node c = n;
-    c.params.id_offset -= begin;
-    c.params.id_range = spec_.rank == 0           ? graph::IdRange::ZerosPast
-                        : spec_.rank == ranks - 1 ? graph::IdRange::ZerosBelow
-                                                  : graph::IdRange::Zeros;
+    auto& attrs = c.attr<graph::EmbeddingAttrs>();
+    attrs.id_offset -= begin;
+    attrs.id_range = spec_.rank == 0           ? graph::IdRange::ZerosPast
+                     : spec_.rank == ranks - 1 ? graph::IdRange::ZerosBelow
+                                               : graph::IdRange::Zeros;
     const Value part =
         copy(c, {sliced(table, 0, begin, begin + rows), at(n.inputs[1])}, n.shape, false);
     return named(b_.all_reduce(part, *spec_.comm), n);

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include "backends/cpu/backend.h"
 #include "backends/op_harness.h"
 #include "core/error.h"
 

@@ -10,8 +10,9 @@
 #include <cmath>
 #include <vector>
 
-#include "backends/backend.h"
+#include "backends/cpu/backend.h"
 #include "backends/op_harness.h"
+#include "graph/backend.h"
 #include "models/rope.h"
 
 namespace lathe {

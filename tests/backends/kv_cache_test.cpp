@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/backend.h"
 #include "backends/cpu/isa.h"
 #include "backends/op_harness.h"
 #include "core/error.h"

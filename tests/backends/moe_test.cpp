@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/backend.h"
 #include "backends/cpu/moe.h"
 #include "backends/op_harness.h"
 #include "core/numeric.h"
@@ -89,7 +90,7 @@ TEST(Route, MatchesTransformersRouters) {
     for (const auto& row : logits) flat.insert(flat.end(), row.begin(), row.end());
     std::vector<float> bias;
     if (c.contains("bias")) bias = c.at("bias").get<std::vector<float>>();
-    graph::Params p;
+    graph::RouteAttrs p;
     p.routing = routing(c.at("routing").get<std::string>());
     p.top_k = c.at("k").get<int64_t>();
     p.norm_topk = c.at("norm_topk").get<bool>();

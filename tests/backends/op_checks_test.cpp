@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backends/cpu/backend.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
 #include "backends/op_harness.h"
@@ -906,7 +907,7 @@ TEST(Plan, EveryLinearVariantGivesTheDefaultBits) {
       b.output(y);
       graph::Plan plan(std::move(b.graph()), backend, pool.size(), 16);
       const size_t node = static_cast<size_t>(y.id);
-      const int variants = backend.variants(plan.graph(), plan.graph().nodes[node]);
+      const int variants = variant_count(backend, plan.graph(), plan.graph().nodes[node]);
       EXPECT_GE(variants, 2) << dtype_name(dt);
       plan.run(pool, {});
       const Tensor expected = plan.value(y).clone();
@@ -915,7 +916,7 @@ TEST(Plan, EveryLinearVariantGivesTheDefaultBits) {
         plan.run(pool, {});
         EXPECT_TRUE(same_bits(expected, plan.value(y)))
             << dtype_name(dt) << " m " << m << " variant " << v << ": "
-            << backend.variant_name(plan.graph(), plan.graph().nodes[node], v);
+            << backend.choices()->variant_name(plan.graph(), plan.graph().nodes[node], v);
       }
     }
 }

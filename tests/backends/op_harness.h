@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "graph/backend.h"
 #include "graph/builder.h"
 #include "graph/executor.h"
 

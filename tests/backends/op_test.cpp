@@ -17,6 +17,7 @@
 #include <memory>
 #include <random>
 
+#include "backends/cpu/backend.h"
 #include "backends/cpu/isa.h"
 #include "backends/op_cases.h"
 #include "backends/op_harness.h"

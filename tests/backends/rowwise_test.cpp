@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "backends/cpu/backend.h"
 #include "backends/op_harness.h"
 #include "core/error.h"
 

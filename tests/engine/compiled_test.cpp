@@ -10,6 +10,7 @@
 #include <map>
 #include <numeric>
 
+#include "backends/cpu/backend.h"
 #include "backends/cpu/isa.h"
 #include "compile/cache.h"
 #include "compile/compiler.h"
@@ -35,7 +36,7 @@ class RoundRobinSource : public graph::ScheduleSource {
     auto s = std::make_unique<graph::Schedule>(
         graph::plan_schedule(bucket, backend, pool.size(), max_context, groups));
     for (size_t i = 0; i < bucket.nodes.size(); ++i) {
-      const int n = backend.variants(bucket, bucket.nodes[i]);
+      const int n = variant_count(backend, bucket, bucket.nodes[i]);
       s->variants[i] = static_cast<int32_t>((static_cast<int>(i) + salt_) % n);
       varied += n > 1;
     }

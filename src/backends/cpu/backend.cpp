@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "backends/backend.h"
+#include "backends/cpu/backend.h"
 #include "backends/cpu/dsv4.h"
 #include "backends/cpu/indexer.h"
 #include "backends/cpu/isa.h"
@@ -14,6 +14,7 @@
 #include "backends/cpu/recurrent.h"
 #include "backends/cpu/rowwise.h"
 #include "core/error.h"
+#include "core/quant.h"
 #include "graph/collectives.h"
 
 namespace lathe {
@@ -72,7 +73,7 @@ KVCache::Layer::Compressed& compressed(KVCache& cache, int64_t layer, int64_t in
 // cache layer holds keys only. With kv_read_only there is no k or v: the cache layer already
 // holds this step's keys and values (an earlier node appended them), and nothing is appended.
 void attention(const NodeArgs& a, bool reference) {
-  const graph::Params& p = a.node.params;
+  const auto& p = a.node.attr<graph::AttentionAttrs>();
   const Tensor& q = *a.inputs[0];
   const Tensor* k = p.kv_read_only ? nullptr : a.inputs[1];
   const Tensor* v = p.value_dim > 0 || p.kv_read_only ? nullptr : a.inputs[2];
@@ -173,7 +174,7 @@ void attention(const NodeArgs& a, bool reference) {
 // Appends each segment's index keys to its cache layer, then chooses each query's keys
 // (with a compressor, chooses among its entries).
 void indexer(const NodeArgs& a, bool reference) {
-  const graph::Params& p = a.node.params;
+  const auto& p = a.node.attr<graph::IndexerAttrs>();
   const Tensor &q = *a.inputs[0], &w = *a.inputs[2];
   const int64_t heads = q.dim(1), dim = q.dim(2);
   for (const graph::Segment& s : a.step.segments) {
@@ -215,14 +216,14 @@ void indexer(const NodeArgs& a, bool reference) {
 
 // DeepseekV4's compressor: each segment's rows into its cache layer's compressor.
 void compress(const NodeArgs& a) {
-  const graph::Params& p = a.node.params;
+  const auto& p = a.node.attr<graph::CompressAttrs>();
   const Tensor &kv = *a.inputs[0], &norm = *a.inputs[3];
   const int64_t width = kv.dim(1);
   for (const graph::Segment& s : a.step.segments) {
     KVCache& cache = *a.step.caches[static_cast<size_t>(s.seq)];
     cpu::compress({kv.data<float>() + s.first * width, a.inputs[1]->data<float>() + s.first * width,
                    a.inputs[2]->data<float>(), norm.data<float>(), s.count, s.pos0, width,
-                   norm.numel(), a.inputs[2]->dim(0), p.eps, a.node.rope, p.layout,
+                   norm.numel(), a.inputs[2]->dim(0), p.eps, p.schedule, p.layout,
                    &compressed(cache, p.layer, p.compressor, "compress"), a.workspace});
   }
   a.out.mut<float>()[0] = 0.0f;
@@ -232,17 +233,20 @@ void compress(const NodeArgs& a) {
 // the node expects (a span: a decode step allocates nothing).
 float* recurrent_state(const NodeArgs& a, const graph::Segment& s,
                        std::initializer_list<int64_t> expect) {
-  const graph::Params& p = a.node.params;
+  const graph::StateAttrs p = a.node.op == Op::Ssd
+                                  ? graph::StateAttrs{a.node.attr<graph::SsdAttrs>().layer,
+                                                      a.node.attr<graph::SsdAttrs>().slot}
+                                  : a.node.attr<graph::StateAttrs>();
   KVCache& cache = *a.step.caches[static_cast<size_t>(s.seq)];
   if (p.layer < 0 || p.layer >= static_cast<int64_t>(cache.layers.size()))
     fail("internal: ", graph::op_name(a.node.op), ": layer ", p.layer, " not in the cache");
   KVCache::Layer& l = cache.layers[static_cast<size_t>(p.layer)];
-  if (l.kind != StateKind::Recurrent || p.state_slot < 0 ||
-      p.state_slot >= static_cast<int64_t>(l.states.size()) ||
-      !std::ranges::equal(l.states[static_cast<size_t>(p.state_slot)].shape(), expect))
-    fail("internal: ", graph::op_name(a.node.op), ": layer ", p.layer, " has no state ",
-         p.state_slot, " of shape ", shape_str(Shape(expect)));
-  return l.states[static_cast<size_t>(p.state_slot)].mut<float>();
+  if (l.kind != StateKind::Recurrent || p.slot < 0 ||
+      p.slot >= static_cast<int64_t>(l.states.size()) ||
+      !std::ranges::equal(l.states[static_cast<size_t>(p.slot)].shape(), expect))
+    fail("internal: ", graph::op_name(a.node.op), ": layer ", p.layer, " has no state ", p.slot,
+         " of shape ", shape_str(Shape(expect)));
+  return l.states[static_cast<size_t>(p.slot)].mut<float>();
 }
 
 void causal_conv(const NodeArgs& a) {
@@ -291,8 +295,8 @@ void ssd(const NodeArgs& a, bool reference) {
                       b.data<float>() + s.first * groups * ds,
                       a.inputs[5]->data<float>() + s.first * groups * ds,
                       a.inputs[6]->data<float>(),
-                      a.node.params.dt_min,
-                      a.node.params.dt_max,
+                      a.node.attr<graph::SsdAttrs>().dt_min,
+                      a.node.attr<graph::SsdAttrs>().dt_max,
                       s.count,
                       heads,
                       dp,
@@ -319,7 +323,7 @@ size_t first_expert(const graph::Node& node) {
 // Gathers every rank's x into the workspace, then sums it in rank order (AllReduce) or lays
 // each row's pieces side by side (AllGather).
 void collective(const NodeArgs& a) {
-  graph::Collectives& comm = *a.node.comm;
+  graph::Collectives& comm = *a.node.attr<graph::CollectiveAttrs>().comm;
   const Tensor& x = *a.inputs[0];
   const int64_t n = x.numel(), ranks = comm.size();
   float* all = a.workspace;
@@ -400,23 +404,27 @@ cpu::MatmulSchedule schedule(int variant) {
              : cpu::MatmulSchedule{};
 }
 
-class CpuBackend : public Backend {
+// The weight types the matmul kernels take (kernels.h): Linear, Experts.
+bool matmul_weight(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::MXFP4 || t == DType::FP8 ||
+         is_quantized(t);
+}
+
+// The fast backend's variants and fused Linear groups, which the compiled mode times.
+class CpuChoices : public KernelChoices {
  public:
-  explicit CpuBackend(bool reference) : reference_(reference) {}
-  const char* name() const override { return reference_ ? "reference" : "cpu"; }
-  std::string kernel_level() const override {
-    if (reference_) return "reference";
-    return cat(cpu::isa_name(cpu::active_isa()), '+', cpu::quant_kernel_name(cpu::quant_kernel()));
-  }
-
-  // Every op has a CPU kernel (Linear for F32 and BF16 weights, which the builder checks).
-  bool supports(const graph::Node&) const override { return true; }
-
   int variants(const graph::Graph& g, const graph::Node& node) const override {
-    return !reference_ && node.op == Op::Linear ? matmul_schedules(g, node) : 1;
+    return node.op == Op::Linear ? matmul_schedules(g, node) : 1;
+  }
+  std::string variant_name(const graph::Graph& g, const graph::Node& node, int v) const override {
+    const int n = variants(g, node);
+    if (n <= 1 || v < 0 || v >= n) return "default";
+    const cpu::MatmulSchedule& s = kMatmulSchedules[v];
+    if (n == kSplitOnlySchedules) return cat(s.tasks_per_thread, " tasks/thread");
+    return cat(s.tasks_per_thread, " tasks/thread, ", s.row_block, " rows/pass");
   }
   bool fuses_linears(const graph::Graph& g, std::span<const int32_t> group) const override {
-    if (reference_ || group.size() > cpu::kMaxMatmulParts) return false;
+    if (group.size() > cpu::kMaxMatmulParts) return false;
     // Quantized weights only: run as one, their groups made SmolLM2's decode 4-11% faster
     // end to end (x quantized once, one parallel loop instead of three); bf16 groups made it
     // 8% slower on two threads (docs/performance-log.md).
@@ -435,13 +443,83 @@ class CpuBackend : public Backend {
                            std::span<const cpu::MatmulPart>(parts, group.size()), w.dtype(), m, k,
                            first.workspace, first.pool, schedule(first.variant));
   }
-  std::string variant_name(const graph::Graph& g, const graph::Node& node, int v) const override {
-    const int n = variants(g, node);
-    if (n <= 1 || v < 0 || v >= n) return "default";
-    const cpu::MatmulSchedule& s = kMatmulSchedules[v];
-    if (n == kSplitOnlySchedules) return cat(s.tasks_per_thread, " tasks/thread");
-    return cat(s.tasks_per_thread, " tasks/thread, ", s.row_block, " rows/pass");
+};
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(bool reference) : reference_(reference) {}
+  const char* name() const override { return reference_ ? "reference" : "cpu"; }
+  std::string kernel_level() const override {
+    if (reference_) return "reference";
+    return cat(cpu::isa_name(cpu::active_isa()), '+', cpu::quant_kernel_name(cpu::quant_kernel()));
   }
+
+  // Both backends have a kernel for every op; what differs is the dtypes: the matmuls take
+  // the weight types of matmul_weight(), embeddings read tables of any dtype, ids and chosen
+  // positions are I32, and every other input is F32.
+  bool supports(const graph::Graph& g, const graph::Node& n) const override {
+    auto dtype = [&](size_t i) {
+      return i < n.inputs.size() && n.inputs[i].valid() ? g.at(n.inputs[i]).dtype : DType::F32;
+    };
+    auto all_f32 = [&](size_t from, size_t to) {
+      for (size_t i = from; i < std::min(to, n.inputs.size()); ++i)
+        if (dtype(i) != DType::F32) return false;
+      return true;
+    };
+    switch (n.op) {
+      case Op::Input:
+      case Op::Weight:
+      case Op::Reshape:  // no compute
+        return true;
+      case Op::Embedding:
+        return dtype(1) == DType::I32;
+      case Op::Rows:
+        return dtype(0) == DType::F32 && dtype(1) == DType::I32;
+      case Op::RopeTables:
+        return dtype(0) == DType::I32;
+      case Op::Linear:
+        return dtype(0) == DType::F32 && matmul_weight(dtype(1)) && dtype(2) == DType::F32;
+      case Op::HeadLinear:
+        return dtype(0) == DType::F32 && (dtype(1) == DType::F32 || dtype(1) == DType::BF16);
+      case Op::Experts:
+        for (size_t i = 2; i < n.inputs.size(); ++i)
+          if ((i - 2) % graph::kExpertInputs < 3 ? !matmul_weight(dtype(i))
+                                                 : dtype(i) != DType::F32)
+            return false;
+        return all_f32(0, 2);
+      case Op::Attention:  // q, k, v, slopes, sinks, then an Indexer's chosen keys
+        return all_f32(0, 5) && (n.inputs.size() < 6 || dtype(5) == DType::I32);
+      case Op::RmsNorm:
+      case Op::LayerNorm:
+      case Op::ActMul:
+      case Op::Activation:
+      case Op::Add:
+      case Op::Scale:
+      case Op::Divide:
+      case Op::Softcap:
+      case Op::Clamp:
+      case Op::Xielu:
+      case Op::Rope:
+      case Op::Route:
+      case Op::Concat:
+      case Op::Slice:
+      case Op::CausalConv:
+      case Op::GatedDeltaRule:
+      case Op::Ssd:
+      case Op::RowStat:
+      case Op::Binary:
+      case Op::BatchMatmul:
+      case Op::Indexer:
+      case Op::AllReduce:
+      case Op::AllGather:
+      case Op::HyperMix:
+      case Op::Compress:
+        return all_f32(0, n.inputs.size());
+    }
+    return false;
+  }
+
+  const KernelChoices* choices() const override { return reference_ ? nullptr : &choices_; }
 
   size_t workspace_floats(const graph::Graph& g, const graph::Node& node, int threads,
                           int64_t max_context) const override {
@@ -452,8 +530,9 @@ class CpuBackend : public Backend {
              sizeof(float);
     }
     if (node.op == Op::Route)
-      return cpu::route_workspace_floats(g.at(node.inputs[0]).shape[1], node.params.top_k,
-                                         node.params.groups);
+      return cpu::route_workspace_floats(g.at(node.inputs[0]).shape[1],
+                                         node.attr<graph::RouteAttrs>().top_k,
+                                         node.attr<graph::RouteAttrs>().groups);
     if (node.op == Op::Experts) {
       const graph::Node& up = g.at(node.inputs[first_expert(node) * graph::kExpertInputs + 3]);
       const int64_t experts = static_cast<int64_t>(node.inputs.size() - 2) / graph::kExpertInputs;
@@ -465,7 +544,8 @@ class CpuBackend : public Backend {
                 scratch, cpu::experts_scratch_bytes(g.at(w).dtype, node.shape[0], node.shape[1],
                                                     up.shape[0], reference_));
       return cpu::experts_workspace_floats(node.shape[0], node.shape[1], up.shape[0],
-                                           node.params.top_k, experts, scratch);
+                                           node.attr<graph::ExpertsAttrs>().top_k, experts,
+                                           scratch);
     }
     if (node.op == Op::HeadLinear) {
       const graph::Node& w = g.at(node.inputs[1]);
@@ -478,17 +558,20 @@ class CpuBackend : public Backend {
     }
     if (node.op == Op::Indexer)
       return cpu::indexer_workspace_floats(max_context, reference_ ? 1 : threads);
-    if (node.op == Op::Compress) return cpu::compress_scratch_floats(node.rope->rot_dim());
-    if (node.op == Op::Rope && node.params.inverse)  // the tables' sin, negated
+    if (node.op == Op::Compress)
+      return cpu::compress_scratch_floats(node.attr<graph::CompressAttrs>().schedule->rot_dim());
+    if (node.op == Op::Rope && node.attr<graph::RopeAttrs>().inverse)  // the tables' sin, negated
       return static_cast<size_t>(shape_numel(g.at(node.inputs[1]).shape) / 2);
     if (node.op == Op::AllReduce || node.op == Op::AllGather)
-      return static_cast<size_t>(shape_numel(g.at(node.inputs[0]).shape) * node.comm->size());
+      return static_cast<size_t>(shape_numel(g.at(node.inputs[0]).shape) *
+                                 node.attr<graph::CollectiveAttrs>().comm->size());
     if (node.op != Op::Attention) return 0;
+    const auto& p = node.attr<graph::AttentionAttrs>();
     const int64_t heads = node.shape[1];
     const int64_t rows = reference_ ? 1 : threads;
-    const int64_t bias = node.params.bias != graph::PositionBias::None ? heads * max_context : 0;
-    const cpu::AttentionScratch scratch_rows = cpu::attention_scratch(
-        heads, score_row(max_context, node.params.compressor >= 0), node.shape[2]);
+    const int64_t bias = p.bias != graph::PositionBias::None ? heads * max_context : 0;
+    const cpu::AttentionScratch scratch_rows =
+        cpu::attention_scratch(heads, score_row(max_context, p.compressor >= 0), node.shape[2]);
     return static_cast<size_t>(bias + rows * scratch_rows.floats());
   }
 
@@ -502,14 +585,15 @@ class CpuBackend : public Backend {
       case Op::Reshape:
         return;  // no compute: bound or aliased by the executor
       case Op::Embedding: {
+        const auto& p = n.attr<graph::EmbeddingAttrs>();
         const Tensor& table = *a.inputs[0];
         const Tensor& ids = *a.inputs[1];
         const int64_t vocab = table.dim(0), dim = table.dim(1);
         const size_t row_bytes = lathe::row_bytes(table.dtype(), dim);
         for (int64_t i = 0; i < ids.numel(); ++i) {
-          const int64_t id = int64_t{ids.data<int32_t>()[i]} + n.params.id_offset;
+          const int64_t id = int64_t{ids.data<int32_t>()[i]} + p.id_offset;
           float* row = a.out.mut<float>() + i * dim;
-          const graph::IdRange range = n.params.id_range;
+          const graph::IdRange range = p.id_range;
           if ((id < 0 && (range == graph::IdRange::Zeros || range == graph::IdRange::ZerosBelow)) ||
               (id >= vocab &&
                (range == graph::IdRange::Zeros || range == graph::IdRange::ZerosPast))) {
@@ -521,9 +605,9 @@ class CpuBackend : public Backend {
             continue;
           }
           if (id < 0 || id >= vocab) {
-            if (n.params.id_offset != 0)
-              fail("position ", id - n.params.id_offset, " is past the model's ",
-                   vocab - n.params.id_offset, " learned positions (max_position_embeddings)");
+            if (p.id_offset != 0)
+              fail("position ", id - p.id_offset, " is past the model's ", vocab - p.id_offset,
+                   " learned positions (max_position_embeddings)");
             fail("token id ", id, " is outside the vocabulary of ", vocab, " tokens");
           }
           convert_to_f32(table.dtype(), table.data<uint8_t>() + static_cast<size_t>(id) * row_bytes,
@@ -544,15 +628,16 @@ class CpuBackend : public Backend {
         return;
       }
       case Op::RmsNorm: {
+        const auto& p = n.attr<graph::RmsNormAttrs>();
         const int64_t dim = x->dim(-1), groups = a.inputs[1]->numel() / dim;
         const float* w = a.inputs[1]->data<float>();
         auto norm = reference_ ? cpu::rms_norm : cpu::rms_norm_fast;
         over_rows(!reference_, a.pool, numel / dim, dim, [&](int64_t r0, int64_t r1) {
           if (groups == 1)
-            return norm(x->data<float>() + r0 * dim, w, n.params.offset, n.params.eps,
+            return norm(x->data<float>() + r0 * dim, w, p.offset, p.eps,
                         a.out.mut<float>() + r0 * dim, r1 - r0, dim);
           for (int64_t r = r0; r < r1; ++r)  // row r reads weight row r % groups
-            norm(x->data<float>() + r * dim, w + (r % groups) * dim, n.params.offset, n.params.eps,
+            norm(x->data<float>() + r * dim, w + (r % groups) * dim, p.offset, p.eps,
                  a.out.mut<float>() + r * dim, 1, dim);
         });
         return;
@@ -562,32 +647,34 @@ class CpuBackend : public Backend {
         const Tensor* w = a.inputs[1];
         const Tensor* b = a.inputs[2];
         const int64_t groups = std::max(w ? w->numel() / dim : 1, b ? b->numel() / dim : 1);
-        cpu::layer_norm(x->data<float>(), f32(w), f32(b), groups, n.params.eps, a.out.mut<float>(),
-                        numel / dim, dim);
+        cpu::layer_norm(x->data<float>(), f32(w), f32(b), groups,
+                        n.attr<graph::LayerNormAttrs>().eps, a.out.mut<float>(), numel / dim, dim);
         return;
       }
       case Op::ActMul: {
+        const graph::Activation act = n.attr<graph::ActAttrs>().act;
         if (x->numel() != numel) {  // one gate value per row
           const int64_t dim = a.out.dim(-1);
           const float* up = a.inputs[1]->data<float>();
           float* o = a.out.mut<float>();
           for (int64_t r = 0; r < numel / dim; ++r) {
             float g;
-            cpu::activation(n.params.act, x->data<float>() + r, &g, 1);
+            cpu::activation(act, x->data<float>() + r, &g, 1);
             for (int64_t i = 0; i < dim; ++i) o[r * dim + i] = g * up[r * dim + i];
           }
           return;
         }
         auto act_mul = reference_ ? cpu::act_mul : cpu::act_mul_fast;
         over_rows(!reference_, a.pool, numel, 1, [&](int64_t i0, int64_t i1) {
-          act_mul(n.params.act, x->data<float>() + i0, a.inputs[1]->data<float>() + i0,
+          act_mul(act, x->data<float>() + i0, a.inputs[1]->data<float>() + i0,
                   a.out.mut<float>() + i0, i1 - i0);
         });
         return;
       }
       case Op::Activation:
         over_rows(!reference_, a.pool, numel, 1, [&](int64_t i0, int64_t i1) {
-          cpu::activation(n.params.act, x->data<float>() + i0, a.out.mut<float>() + i0, i1 - i0);
+          cpu::activation(n.attr<graph::ActAttrs>().act, x->data<float>() + i0,
+                          a.out.mut<float>() + i0, i1 - i0);
         });
         return;
       case Op::Add: {
@@ -601,32 +688,36 @@ class CpuBackend : public Backend {
       case Op::Scale: {
         const float* px = x->data<float>();
         float* o = a.out.mut<float>();
-        for (int64_t i = 0; i < numel; ++i) o[i] = px[i] * n.params.scale;
+        const float s = n.attr<graph::ScaleAttrs>().value;
+        for (int64_t i = 0; i < numel; ++i) o[i] = px[i] * s;
         return;
       }
       case Op::Divide: {
         const float* px = x->data<float>();
         float* o = a.out.mut<float>();
-        for (int64_t i = 0; i < numel; ++i) o[i] = px[i] / n.params.scale;
+        const float s = n.attr<graph::ScaleAttrs>().value;
+        for (int64_t i = 0; i < numel; ++i) o[i] = px[i] / s;
         return;
       }
       case Op::Softcap:
         std::memcpy(a.out.mut<float>(), x->data<float>(), a.out.nbytes());
-        cpu::softcap(a.out.mut<float>(), numel, n.params.softcap);
+        cpu::softcap(a.out.mut<float>(), numel, n.attr<graph::SoftcapAttrs>().cap);
         return;
       case Op::Clamp: {
         const float* px = x->data<float>();
         float* o = a.out.mut<float>();
-        const float lim = n.params.limit;
-        if (n.params.upper_only)
+        const auto& p = n.attr<graph::ClampAttrs>();
+        const float lim = p.limit;
+        if (p.upper_only)
           for (int64_t i = 0; i < numel; ++i) o[i] = std::min(px[i], lim);
         else
           for (int64_t i = 0; i < numel; ++i) o[i] = std::clamp(px[i], -lim, lim);
         return;
       }
       case Op::Xielu: {
-        const float* c = n.params.xielu;
-        cpu::xielu(x->data<float>(), a.out.mut<float>(), numel, c[0], c[1], c[2], c[3]);
+        const auto& c = n.attr<graph::XieluAttrs>();
+        cpu::xielu(x->data<float>(), a.out.mut<float>(), numel, c.alpha_p, c.alpha_n, c.beta,
+                   c.eps);
         return;
       }
       case Op::RopeTables: {
@@ -634,22 +725,24 @@ class CpuBackend : public Backend {
         float* cos = a.out.mut<float>();
         float* sin = cos + tokens * half;
         for (const graph::Segment& s : a.step.segments)
-          n.rope->fill(s.pos0, s.count, cos + s.first * half, sin + s.first * half, half);
+          n.attr<graph::RopeTablesAttrs>().schedule->fill(s.pos0, s.count, cos + s.first * half,
+                                                          sin + s.first * half, half);
         return;
       }
       case Op::Rope: {
+        const auto& p = n.attr<graph::RopeAttrs>();
         const Tensor& t = *a.inputs[1];
         const int64_t tokens = t.dim(1), half = t.dim(2);
         std::memcpy(a.out.mut<float>(), x->data<float>(), a.out.nbytes());
         const float* cos = t.data<float>();
         const float* sin = cos + tokens * half;
-        if (n.params.inverse) {  // by -theta: a*c - b*(-s) is a*c + b*s exactly
+        if (p.inverse) {  // by -theta: a*c - b*(-s) is a*c + b*s exactly
           for (int64_t i = 0; i < tokens * half; ++i) a.workspace[i] = -sin[i];
           sin = a.workspace;
         }
         // With tail, each head's last 2 * half dims: the same kernel from a later first dim.
-        float* o = a.out.mut<float>() + (n.params.tail ? x->dim(2) - 2 * half : 0);
-        switch (n.params.layout) {
+        float* o = a.out.mut<float>() + (p.tail ? x->dim(2) - 2 * half : 0);
+        switch (p.layout) {
           case graph::RopeLayout::HalfSplit:
             cpu::rope_half_split(o, cos, sin, x->dim(0), x->dim(1), x->dim(2), 2 * half);
             return;
@@ -666,18 +759,18 @@ class CpuBackend : public Backend {
         indexer(a, reference_);
         return;
       case Op::Route:
-        cpu::route(x->data<float>(), f32(a.inputs[1]), x->dim(0), x->dim(1), n.params,
-                   a.out.mut<float>(), a.workspace, f32(a.inputs[2]),
+        cpu::route(x->data<float>(), f32(a.inputs[1]), x->dim(0), x->dim(1),
+                   n.attr<graph::RouteAttrs>(), a.out.mut<float>(), a.workspace, f32(a.inputs[2]),
                    a.inputs.size() > 3 ? f32(a.inputs[3]) : nullptr);
         return;
       case Op::Experts: {
+        const auto& p = n.attr<graph::ExpertsAttrs>();
         const int64_t experts = static_cast<int64_t>(a.inputs.size() - 2) / graph::kExpertInputs;
         const Tensor& up = *a.inputs[first_expert(n) * graph::kExpertInputs + 3];
-        cpu::experts(
-            {x->data<float>(), a.inputs[1]->data<float>(), x->dim(0), x->dim(1), up.dim(0),
-             n.params.top_k, experts, a.inputs.data() + 2, n.params.act, a.out.mut<float>(),
-             a.workspace, n.params.glu, n.params.limit, n.params.alpha, n.params.scale_inputs},
-            reference_, a.pool);
+        cpu::experts({x->data<float>(), a.inputs[1]->data<float>(), x->dim(0), x->dim(1), up.dim(0),
+                      p.top_k, experts, a.inputs.data() + 2, p.act, a.out.mut<float>(), a.workspace,
+                      p.glu, p.limit, p.alpha, p.scale_inputs},
+                     reference_, a.pool);
         return;
       }
       case Op::Concat: {
@@ -699,7 +792,7 @@ class CpuBackend : public Backend {
         const int64_t cols = x->dim(-1), m = a.out.dim(-1), rows = numel / m;
         for (int64_t r = 0; r < rows; ++r)
           std::memcpy(a.out.mut<float>() + r * m,
-                      x->data<float>() + r * cols + n.params.slice_start,
+                      x->data<float>() + r * cols + n.attr<graph::SliceAttrs>().start,
                       static_cast<size_t>(m) * sizeof(float));
         return;
       }
@@ -713,12 +806,13 @@ class CpuBackend : public Backend {
         ssd(a, reference_);
         return;
       case Op::RowStat:
-        cpu::row_stat(n.params.stat, n.params.eps, x->data<float>(), a.out.mut<float>(), numel,
-                      x->dim(-1));
+        cpu::row_stat(n.attr<graph::RowStatAttrs>().stat, n.attr<graph::RowStatAttrs>().eps,
+                      x->data<float>(), a.out.mut<float>(), numel, x->dim(-1));
         return;
       case Op::Binary:
-        cpu::binary(n.params.binary, x->data<float>(), x->shape(), a.inputs[1]->data<float>(),
-                    a.inputs[1]->shape(), a.out.mut<float>(), a.out.shape());
+        cpu::binary(n.attr<graph::BinaryAttrs>().op, x->data<float>(), x->shape(),
+                    a.inputs[1]->data<float>(), a.inputs[1]->shape(), a.out.mut<float>(),
+                    a.out.shape());
         return;
       case Op::BatchMatmul: {
         const Tensor& b = *a.inputs[1];
@@ -730,11 +824,12 @@ class CpuBackend : public Backend {
       case Op::AllGather:
         collective(a);
         return;
-      case Op::HyperMix:
+      case Op::HyperMix: {
+        const auto& p = n.attr<graph::HyperMixAttrs>();
         cpu::hyper_mix(x->data<float>(), a.inputs[1]->data<float>(), a.inputs[2]->data<float>(),
-                       a.out.mut<float>(), x->dim(0), x->dim(1), n.params.top_k, n.params.iters,
-                       n.params.eps);
+                       a.out.mut<float>(), x->dim(0), x->dim(1), p.streams, p.iters, p.eps);
         return;
+      }
       case Op::Compress:
         compress(a);
         return;
@@ -754,6 +849,7 @@ class CpuBackend : public Backend {
 
  private:
   bool reference_;
+  CpuChoices choices_;
 };
 
 }  // namespace

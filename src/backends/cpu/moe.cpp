@@ -72,7 +72,7 @@ RouteScratch carve_route(float* ws, int64_t experts, int64_t k, int64_t groups) 
 // group_limited_greedy (SoftmaxGreedy: groups scored by their best, the rest masked to 0) make
 // it: experts outside the best top_groups groups masked (into r.masked), then the top k of what
 // is left (torch.topk(sorted=False) both times).
-void grouped_choice(const float* choice, int64_t experts, const graph::Params& p, int64_t* ids,
+void grouped_choice(const float* choice, int64_t experts, const graph::RouteAttrs& p, int64_t* ids,
                     RouteScratch& r) {
   const int64_t per_group = experts / p.groups;
   const bool v3 = p.routing == graph::Routing::Sigmoid;
@@ -142,7 +142,7 @@ size_t route_workspace_floats(int64_t experts, int64_t k, int64_t groups) {
 }
 
 void route(const float* logits, const float* bias, int64_t tokens, int64_t experts,
-           const graph::Params& p, float* out, float* workspace, const float* expert_scale,
+           const graph::RouteAttrs& p, float* out, float* workspace, const float* expert_scale,
            const float* given) {
   const int64_t k = p.top_k;
   RouteScratch r = carve_route(workspace, experts, k, std::max<int64_t>(p.groups, 1));

@@ -29,7 +29,7 @@ size_t route_workspace_floats(int64_t experts, int64_t k, int64_t groups);
 // `given` [tokens, k] (may be null): the experts as exact integers in f32, for SqrtSoftplus
 // (DeepseekV4's hash routing); an id outside the experts fails.
 void route(const float* logits, const float* bias, int64_t tokens, int64_t experts,
-           const graph::Params& p, float* out, float* workspace,
+           const graph::RouteAttrs& p, float* out, float* workspace,
            const float* expert_scale = nullptr, const float* given = nullptr);
 
 struct ExpertsArgs {
