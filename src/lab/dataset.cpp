@@ -25,10 +25,6 @@ std::string arrow_version() {
   return ARROW_VERSION_STRING;
 }
 
-std::vector<std::string> dataset_columns() {
-  return plugin().columns();
-}
-
 std::string dataset_file_name(const std::string& lathe_version,
                               const std::string& transformers_version) {
   return cat("lathe-", lathe_version.empty() ? "unknown" : lathe_version, "_transformers-",

@@ -28,9 +28,6 @@ std::vector<std::filesystem::path> write_dataset(const std::vector<LabRow>& rows
 // missing ones read as empty). Throws lathe::Error naming the file and column.
 std::vector<LabRow> read_parquet(const std::filesystem::path& file);
 
-// The column names, in file order.
-std::vector<std::string> dataset_columns();
-
 // The Arrow C++ version lathe is built with.
 std::string arrow_version();
 

@@ -6,8 +6,6 @@
 #include "models/decoder.h"
 
 namespace lathe {
-namespace {}  // namespace
-
 void ignore_layers_from(Weights& w, int64_t first) {
   const std::string prefix = "model.layers.";
   w.ignore_if([&](const std::string& name) {

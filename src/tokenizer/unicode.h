@@ -18,14 +18,13 @@ size_t find_invalid_utf8(std::string_view s);
 // Rust's String::from_utf8_lossy: each maximal invalid subpart becomes U+FFFD.
 std::string utf8_lossy(std::string_view bytes);
 
-bool is_rust_whitespace(char32_t c);    // char::is_whitespace (White_Space property)
-bool is_rust_alphanumeric(char32_t c);  // char::is_alphanumeric
-bool is_rust_numeric(char32_t c);       // char::is_numeric (Nd, Nl, No)
-bool is_punctuation(char32_t c);        // ASCII punctuation or general category P*
-bool is_mark(char32_t c);               // general category M*
-bool is_nonspacing_mark(char32_t c);    // general category Mn
-bool is_other(char32_t c);              // general category C*
-bool is_word_char(char32_t c);          // regex \w (Unicode)
+bool is_rust_whitespace(char32_t c);  // char::is_whitespace (White_Space property)
+bool is_rust_numeric(char32_t c);     // char::is_numeric (Nd, Nl, No)
+bool is_punctuation(char32_t c);      // ASCII punctuation or general category P*
+bool is_mark(char32_t c);             // general category M*
+bool is_nonspacing_mark(char32_t c);  // general category Mn
+bool is_other(char32_t c);            // general category C*
+bool is_word_char(char32_t c);        // regex \w (Unicode)
 
 enum class NormForm { NFC, NFD, NFKC, NFKD };
 std::string normalize(std::string_view s, NormForm form);
