@@ -1,6 +1,6 @@
 // MXFP4 matrices (DType::MXFP4): the OCP microscaling format with FP4 E2M1 elements, as
 // GptOss checkpoints publish their experts (models/mxfp4.h reads the checkpoint's tensors),
-// kept in lathe's own byte layout for its kernels (backends/cpu/mxfp4_kernels.h):
+// kept in lathe's own byte layout for its kernels (backends/cpu/block_kernels.h):
 //   a row of k values (k a multiple of 32) is k / 32 blocks of 17 bytes: the block's E8M0
 //   scale byte e (the power of two 2^(e - 127)), then its 16 code bytes, byte i holding value
 //   2i in its low nibble and value 2i + 1 in its high nibble (the checkpoint's order).

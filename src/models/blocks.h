@@ -1,7 +1,7 @@
 // The shared blocks of step graphs: norms, attention, MLPs, as transformers' modules compute
 // them, each naming its nodes under the layer's prefix ("layer.3.") as the module tree does:
 // q, k, v (after projection, norms and rotary), attn (before o_proj), attn_out, mlp_out.
-// Weights are the tensors the model file loaded (models/builder.h has the loaders).
+// Weights are the tensors the model file loaded (models/layers.h has the loaders).
 #pragma once
 
 #include <string>

@@ -1,6 +1,6 @@
 // The op bench's cases, which op_test.cpp runs on every backend: the shared pieces, and the
 // cases of Gemma3n's ops kept in op_cases_rowwise.cpp, of quantized weights in
-// op_cases_quant.cpp and op_cases_mxfp4.cpp, and of DeepSeek sparse attention in
+// op_cases_quant.cpp and op_cases_blocks.cpp, and of DeepSeek sparse attention in
 // op_cases_dsa.cpp.
 #pragma once
 

@@ -34,7 +34,7 @@ inline size_t matmul_scratch_bytes(DType w_dtype, int64_t m, int64_t k, bool ref
 // How a fast matmul splits and tiles its work: at most tasks_per_thread blocks of weight rows
 // per thread, and row_block rows of x over each block of weight rows (f32 and bf16 weights
 // only). Every choice gives the same bits; the compiled mode times them per Linear node and
-// keeps the fastest (src/compile/tune.h). The defaults are the uncompiled path's.
+// keeps the fastest (src/compile/module.h). The defaults are the uncompiled path's.
 struct MatmulSchedule {
   int tasks_per_thread = ThreadPool::kTasksPerThread;
   int64_t row_block = 96;
