@@ -102,46 +102,36 @@ void run_add(const NodeArgs& a) {
   });
 }
 
-void run_scale(const NodeArgs& a) {
-  const graph::Node& n = a.node;
-  const Tensor* x = a.inputs[0];
-  const int64_t numel = a.out.numel();
-  const float* px = x->data<float>();
+// out[i] = f(x[i]) over the node's output.
+template <class F>
+void map(const NodeArgs& a, const F& f) {
+  const float* x = a.inputs[0]->data<float>();
   float* o = a.out.mut<float>();
-  const float s = n.attr<graph::ScaleAttrs>().value;
-  for (int64_t i = 0; i < numel; ++i) o[i] = px[i] * s;
+  for (int64_t i = 0, n = a.out.numel(); i < n; ++i) o[i] = f(x[i]);
+}
+
+void run_scale(const NodeArgs& a) {
+  const float s = a.node.attr<graph::ScaleAttrs>().value;
+  map(a, [s](float v) { return v * s; });
 }
 
 void run_divide(const NodeArgs& a) {
-  const graph::Node& n = a.node;
-  const Tensor* x = a.inputs[0];
-  const int64_t numel = a.out.numel();
-  const float* px = x->data<float>();
-  float* o = a.out.mut<float>();
-  const float s = n.attr<graph::ScaleAttrs>().value;
-  for (int64_t i = 0; i < numel; ++i) o[i] = px[i] / s;
+  const float s = a.node.attr<graph::ScaleAttrs>().value;
+  map(a, [s](float v) { return v / s; });
 }
 
 void run_softcap(const NodeArgs& a) {
-  const graph::Node& n = a.node;
-  const Tensor* x = a.inputs[0];
-  const int64_t numel = a.out.numel();
-  std::memcpy(a.out.mut<float>(), x->data<float>(), a.out.nbytes());
-  softcap(a.out.mut<float>(), numel, n.attr<graph::SoftcapAttrs>().cap);
+  std::memcpy(a.out.mut<float>(), a.inputs[0]->data<float>(), a.out.nbytes());
+  softcap(a.out.mut<float>(), a.out.numel(), a.node.attr<graph::SoftcapAttrs>().cap);
 }
 
 void run_clamp(const NodeArgs& a) {
-  const graph::Node& n = a.node;
-  const Tensor* x = a.inputs[0];
-  const int64_t numel = a.out.numel();
-  const float* px = x->data<float>();
-  float* o = a.out.mut<float>();
-  const auto& p = n.attr<graph::ClampAttrs>();
+  const auto& p = a.node.attr<graph::ClampAttrs>();
   const float lim = p.limit;
   if (p.upper_only)
-    for (int64_t i = 0; i < numel; ++i) o[i] = std::min(px[i], lim);
+    map(a, [lim](float v) { return std::min(v, lim); });
   else
-    for (int64_t i = 0; i < numel; ++i) o[i] = std::clamp(px[i], -lim, lim);
+    map(a, [lim](float v) { return std::clamp(v, -lim, lim); });
 }
 
 void run_xielu(const NodeArgs& a) {
