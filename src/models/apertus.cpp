@@ -44,25 +44,18 @@ class ApertusModel : public Decoder {
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.base.rope);
     const LlamaFamilyConfig& b = cfg_.base;
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = b.hidden_size;
-    embed_ = w.matrix("model.embed_tokens.weight", {b.vocab_size, h});
-    for (int64_t i = 0; i < b.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
+    const Norm rms = final_norm_ = rms_norm_of(b);
+    load(ckpt, opts, b, [&](Weights& w, int64_t, const std::string& p) {
       Layer l;
-      l.attn_norm = w.vector(p + "attention_layernorm.weight", {h});
+      l.attn_norm = rms.load(w, p + "attention_layernorm.", h);
       l.attn = load_attention(w, p + "self_attn.", b.attention);
-      l.mlp_norm = w.vector(p + "feedforward_layernorm.weight", {h});
+      l.mlp_norm = rms.load(w, p + "feedforward_layernorm.", h);
       l.mlp =
           load_gated_mlp(w, p + "mlp.", h, b.intermediate_size, {.bias = false, .gated = false});
       if (cfg_.xielu) l.act = load_xielu(w, p + "mlp.act_fn.");
       layers_.push_back(std::move(l));
-    }
-    final_norm_ = w.vector("model.norm.weight", {h});
-    lm_head_ = load_lm_head(w, b.tie_word_embeddings, embed_, b.vocab_size, h);
-    w.finish(b.architecture);
-
-    info_ = decoder_info(b, w.matrix_dtype());
+    });
   }
 
  protected:
@@ -70,30 +63,21 @@ class ApertusModel : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
-    a = blocks::self_attention(g, a, l.attn, cfg_.base.attention,
-                               {.rope_tables = in.rope_tables[0], .layer = i}, p);
+    const std::string p = layer_prefix(i);
+    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
+    a = blocks::self_attention(g, a, l.attn, cfg_.base.attention, in.attention(i), p);
     x = g.add(x, a);
-    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
     return g.add(x, mlp(g, m, l, p));
-  }
-
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
   }
 
  private:
   struct Layer {
-    Tensor attn_norm, mlp_norm;
+    Norm attn_norm, mlp_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;  // up and down only
     Xielu act;
   };
-
-  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
-    return blocks::rms_norm(g, x, weight, cfg_.base.rms_norm_eps);
-  }
 
   // ApertusMLP: down_proj(act_fn(up_proj(x))).
   graph::Value mlp(graph::Builder& g, graph::Value x, const Layer& l, const std::string& p) const {
@@ -104,7 +88,6 @@ class ApertusModel : public Decoder {
   }
 
   ApertusConfig cfg_;
-  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 
@@ -114,14 +97,8 @@ std::unique_ptr<Model> load_apertus(const Checkpoint& ckpt, const ModelOptions& 
   // ApertusConfig defaults.
   ApertusConfig c;
   c.base = read_llama_family_config(ckpt, {.vocab_size = 131072,
-                                           .hidden_size = 4096,
                                            .intermediate_size = 14336,
-                                           .num_layers = 32,
-                                           .heads = 32,
-                                           .kv_heads = {},
-                                           .head_dim = {},
                                            .max_position_embeddings = 65536,
-                                           .tie_word_embeddings = false,
                                            .hidden_act = nullptr,
                                            .rope_theta = 12000000.0,
                                            .rms_norm_eps = 1e-5});

@@ -7,15 +7,9 @@ namespace lathe {
 
 std::unique_ptr<Model> load_arcee(const Checkpoint& ckpt, const ModelOptions& opts) {
   // ArceeConfig defaults.
-  LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 32000,
-                                                        .hidden_size = 2560,
+  LlamaFamilyConfig c = read_llama_family_config(ckpt, {.hidden_size = 2560,
                                                         .intermediate_size = 18432,
-                                                        .num_layers = 32,
-                                                        .heads = 32,
-                                                        .kv_heads = {},
-                                                        .head_dim = {},
                                                         .max_position_embeddings = 4096,
-                                                        .tie_word_embeddings = false,
                                                         .hidden_act = "relu2",
                                                         .rms_norm_eps = 1e-5});
   JsonFields f(ckpt.config(), ckpt.config_path());

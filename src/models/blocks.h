@@ -1,7 +1,7 @@
 // The shared blocks of step graphs: norms, attention, MLPs, as transformers' modules compute
 // them, each naming its nodes under the layer's prefix ("layer.3.") as the module tree does:
 // q, k, v (after projection, norms and rotary), attn (before o_proj), attn_out, mlp_out.
-// Weights are the tensors the model file loaded (models/builder.h has the loaders).
+// Weights are the tensors the model file loaded (models/layers.h has the loaders).
 #pragma once
 
 #include <string>
@@ -21,6 +21,8 @@ Value linear(Builder& g, Value x, const Tensor& w, const Tensor& bias = {},
 Value rms_norm(Builder& g, Value x, const Tensor& weight, float eps, float offset = 0);
 // torch.nn.LayerNorm with these parameters (either may be undefined).
 Value layer_norm(Builder& g, Value x, const NormWeights& w, float eps);
+// The norm as loaded: rms_norm or layer_norm by its kind.
+Value norm(Builder& g, Value x, const Norm& n);
 
 // The step inputs and tables a layer's attention reads.
 struct AttentionInputs {

@@ -26,41 +26,39 @@ class BloomModel : public Decoder {
  public:
   BloomModel(const Checkpoint& ckpt, BloomConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)), slopes_(alibi_slopes_tensor(cfg_.attention.heads)) {
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size;
     const AttentionSpec& s = cfg_.attention;
-    const std::string base = base_model_prefix(w, "transformer.", "word_embeddings.weight");
-    embed_ = w.matrix(base + "word_embeddings.weight", {cfg_.vocab_size, h});
-    embed_norm_ = load_layer_norm(w, base + "word_embeddings_layernorm.", h);
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string p = cat(base, "h.", i, ".");
-      Layer l;
-      l.attn_norm = load_layer_norm(w, p + "input_layernorm.", h);
-      // BloomAttention._reshape: query_key_value's output viewed as (heads, 3, head_dim).
-      const std::string qkv = p + "self_attention.query_key_value.";
-      const FusedQkv m =
-          split_fused_qkv(w, qkv + "weight", w.matrix(qkv + "weight", {3 * h, h}), s, s.heads);
-      const FusedQkv b =
-          split_fused_qkv(w, qkv + "bias", w.vector(qkv + "bias", {3 * h}), s, s.heads);
-      l.attn.q = m.q, l.attn.k = m.k, l.attn.v = m.v;
-      l.attn.q_bias = b.q, l.attn.k_bias = b.k, l.attn.v_bias = b.v;
-      l.attn.o = w.matrix(p + "self_attention.dense.weight", {h, h});
-      l.attn.o_bias = w.vector(p + "self_attention.dense.bias", {h});
-      l.mlp_norm = load_layer_norm(w, p + "post_attention_layernorm.", h);
-      l.mlp = load_linear_mlp(w, p + "mlp.", "dense_h_to_4h", "dense_4h_to_h", h, 4 * h);
-      layers_.push_back(std::move(l));
-    }
-    final_norm_ = load_layer_norm(w, base + "ln_f.", h);
-    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
-    w.finish(cfg_.architecture);
-
-    info_ = decoder_info(cfg_, w.matrix_dtype());
+    const Norm ln = final_norm_ = Norm::layer(cfg_.layer_norm_eps);
+    const std::string base = base_model_prefix(ckpt, "transformer.", "word_embeddings.weight");
+    load(
+        ckpt, opts, cfg_,
+        [&](Weights& w, int64_t, const std::string& p) {
+          Layer l;
+          l.attn_norm = ln.load(w, p + "input_layernorm.", h);
+          // BloomAttention._reshape: query_key_value's output viewed as (heads, 3, head_dim).
+          const std::string qkv = p + "self_attention.query_key_value.";
+          const FusedQkv m =
+              split_fused_qkv(w, qkv + "weight", w.matrix(qkv + "weight", {3 * h, h}), s, s.heads);
+          const FusedQkv b =
+              split_fused_qkv(w, qkv + "bias", w.vector(qkv + "bias", {3 * h}), s, s.heads);
+          l.attn.q = m.q, l.attn.k = m.k, l.attn.v = m.v;
+          l.attn.q_bias = b.q, l.attn.k_bias = b.k, l.attn.v_bias = b.v;
+          l.attn.o = w.matrix(p + "self_attention.dense.weight", {h, h});
+          l.attn.o_bias = w.vector(p + "self_attention.dense.bias", {h});
+          l.mlp_norm = ln.load(w, p + "post_attention_layernorm.", h);
+          l.mlp = load_linear_mlp(w, p + "mlp.", "dense_h_to_4h", "dense_4h_to_h", h, 4 * h);
+          layers_.push_back(std::move(l));
+        },
+        {.embed = base + "word_embeddings.weight",
+         .layers = base + "h.",
+         .final_norm = base + "ln_f."},
+        [&](Weights& w) { embed_norm_ = ln.load(w, base + "word_embeddings_layernorm.", h); });
   }
 
  protected:
   // BloomModel: word_embeddings_layernorm(word_embeddings(ids)).
   graph::Value embed(graph::Builder& g, const StepInputs& in) const override {
-    return blocks::layer_norm(g, Decoder::embed(g, in), embed_norm_, cfg_.layer_norm_eps);
+    return blocks::norm(g, Decoder::embed(g, in), embed_norm_);
   }
 
   // BloomBlock: attention and MLP each add to a residual that is their input, or with
@@ -68,34 +66,29 @@ class BloomModel : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs&) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    const float eps = cfg_.layer_norm_eps;
+    const std::string p = layer_prefix(i);
     const bool post = cfg_.residual_post_layernorm;
-    graph::Value normed = g.name(blocks::layer_norm(g, x, l.attn_norm, eps), p + "attn_norm");
+    graph::Value normed = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
     // BloomAttention: ALiBi, slope_h * j, added to the scaled scores.
     graph::Value a = blocks::self_attention(
         g, normed, l.attn, cfg_.attention,
         {.rope_tables = {}, .layer = i, .bias = graph::PositionBias::Alibi, .slopes = slopes_}, p);
     a = g.add(a, post ? normed : x);
-    normed = g.name(blocks::layer_norm(g, a, l.mlp_norm, eps), p + "mlp_norm");
+    normed = g.name(blocks::norm(g, a, l.mlp_norm), p + "mlp_norm");
     // BloomMLP: dense_4h_to_h(BloomGelu(dense_h_to_4h(x))), BloomGelu the tanh approximation.
     graph::Value m = blocks::gated_mlp(g, normed, l.mlp, graph::Activation::GeluTanh, p);
     return g.add(m, post ? normed : a);
   }
 
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return blocks::layer_norm(g, x, final_norm_, cfg_.layer_norm_eps);
-  }
-
  private:
   struct Layer {
-    NormWeights attn_norm, mlp_norm;
+    Norm attn_norm, mlp_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   BloomConfig cfg_;
   Tensor slopes_;
-  NormWeights embed_norm_, final_norm_;
+  Norm embed_norm_;
   std::vector<Layer> layers_;
 };
 

@@ -21,30 +21,21 @@ class CohereModel : public Decoder {
     const LlamaFamilyConfig& b = cfg_.base;
     const AttentionSpec& s = b.attention;
     ropes_.emplace_back(b.rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = b.hidden_size;
-    embed_ = w.matrix("model.embed_tokens.weight", {b.vocab_size, h});
-    for (int64_t i = 0; i < b.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
+    // CohereLayerNorm: no bias.
+    const Norm ln = final_norm_ = Norm::layer(cfg_.layer_norm_eps, {.bias = false});
+    load(ckpt, opts, b, [&](Weights& w, int64_t i, const std::string& p) {
       Layer l;
-      l.spec = s;
-      l.spec.window = b.layer_windows.at(i);
-      if (!b.layer_rope.empty()) l.spec.rope = b.layer_rope.at(i);
-      l.norm = load_layer_norm(w, p + "input_layernorm.", h, {.bias = false});
+      l.spec = layer_attention(b, i);
+      l.norm = ln.load(w, p + "input_layernorm.", h);
       l.attn = load_attention(w, p + "self_attn.", s);
-      if (s.qk_norm ==
-          QkNorm::LayerPerHead) {  // CohereLayerNorm((heads, head_dim)): a weight per head
+      if (s.qk_norm == QkNorm::LayerPerHead) {  // CohereLayerNorm((heads, head_dim)): per head
         l.attn.q_norm = w.vector(p + "self_attn.q_norm.weight", {s.heads, s.head_dim});
         l.attn.k_norm = w.vector(p + "self_attn.k_norm.weight", {s.kv_heads, s.head_dim});
       }
       l.mlp = load_gated_mlp(w, p + "mlp.", h, b.intermediate_size);
       layers_.push_back(std::move(l));
-    }
-    final_norm_ = load_layer_norm(w, "model.norm.", h, {.bias = false});
-    lm_head_ = load_lm_head(w, b.tie_word_embeddings, embed_, b.vocab_size, h);
-    w.finish(b.architecture);
-
-    info_ = decoder_info(b, w.matrix_dtype());
+    });
   }
 
   std::vector<LayerStateSpec> layer_states() const override {
@@ -56,18 +47,12 @@ class CohereModel : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    const graph::Value normed =
-        g.name(blocks::layer_norm(g, x, l.norm, cfg_.layer_norm_eps), p + "attn_norm");
-    graph::Value a = blocks::self_attention(g, normed, l.attn, l.spec,
-                                            {.rope_tables = in.rope_tables[0], .layer = i}, p);
+    const std::string p = layer_prefix(i);
+    const graph::Value normed = g.name(blocks::norm(g, x, l.norm), p + "attn_norm");
+    graph::Value a = blocks::self_attention(g, normed, l.attn, l.spec, in.attention(i), p);
     graph::Value m = blocks::gated_mlp(g, normed, l.mlp, cfg_.act, p);
     // residual + hidden_states_attention + hidden_states_mlp, added in that order.
     return g.add(g.add(x, a), m);
-  }
-
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return blocks::layer_norm(g, x, final_norm_, cfg_.layer_norm_eps);
   }
 
   // CohereForCausalLM: logits * logit_scale.
@@ -78,12 +63,11 @@ class CohereModel : public Decoder {
  private:
   struct Layer {
     AttentionSpec spec;
-    NormWeights norm;
+    Norm norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   CohereConfig cfg_;
-  NormWeights final_norm_;
   std::vector<Layer> layers_;
 };
 
@@ -102,8 +86,6 @@ std::unique_ptr<Model> load_cohere(const Checkpoint& ckpt, const ModelOptions& o
                                            .intermediate_size = 22528,
                                            .num_layers = 40,
                                            .heads = 64,
-                                           .kv_heads = {},
-                                           .head_dim = {},
                                            .max_position_embeddings = 8192,
                                            .tie_word_embeddings = true,
                                            .hidden_act = nullptr,

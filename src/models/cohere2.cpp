@@ -16,8 +16,6 @@ std::unique_ptr<Model> load_cohere2(const Checkpoint& ckpt, const ModelOptions& 
                                            .intermediate_size = 22528,
                                            .num_layers = 40,
                                            .heads = 64,
-                                           .kv_heads = {},
-                                           .head_dim = {},
                                            .max_position_embeddings = 8192,
                                            .tie_word_embeddings = true,
                                            .hidden_act = nullptr});

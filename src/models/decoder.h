@@ -4,10 +4,13 @@
 // head), readable beside its modeling_<arch>.py.
 #pragma once
 
+#include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "models/blocks.h"
+#include "models/config_fields.h"
 #include "models/engine.h"
 #include "models/rope.h"
 
@@ -17,7 +20,43 @@ namespace lathe {
 struct LayerInputs {
   const StepInputs& step;
   std::span<const graph::Value> rope_tables;  // one per entry of Decoder::ropes_
+
+  // What layer i's attention reads: the tables of ropes_[rope], the cache layer i.
+  blocks::AttentionInputs attention(int64_t i, size_t rope = 0) const {
+    return {.rope_tables = rope_tables[rope], .layer = i};
+  }
 };
+
+// The Hugging Face names of the weights the decoder's loading skeleton fetches; the defaults are
+// LlamaForCausalLM's.
+struct DecoderNames {
+  std::string embed = "model.embed_tokens.weight";
+  std::string layers = "model.layers.";    // layer i's weights are under layers + i + "."
+  std::string final_norm = "model.norm.";  // its "weight" (and "bias")
+  std::string lm_head = "lm_head.weight";
+  int64_t embed_rows = 0;  // the embedding's rows where they are not vocab_size
+};
+
+// What the skeleton reads of a model's config.
+struct DecoderSizes {
+  std::string architecture;
+  int64_t vocab_size = 0, hidden_size = 0, num_layers = 0;
+  bool tie_word_embeddings = false;
+};
+
+// The fields every decoder's config has, for a model file's config struct to extend (those
+// that are LlamaConfig's use LlamaFamilyConfig).
+struct DecoderConfig {
+  std::string architecture;
+  int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_layers = 0;
+  int64_t max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+  AttentionSpec attention;
+  RopeConfig rope;
+};
+
+// The prefix of layer i's named intermediates: "layer.<i>.".
+std::string layer_prefix(int64_t i);
 
 class Decoder : public GraphModel {
  public:
@@ -29,12 +68,38 @@ class Decoder : public GraphModel {
   virtual graph::Value embed(graph::Builder& g, const StepInputs& in) const;
   virtual graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                              const LayerInputs& in) const = 0;
-  virtual graph::Value final_norm(graph::Builder& g, graph::Value x) const = 0;
-  // [r, vocab]: x . lm_head_^T by default.
+  // final_norm_ by default.
+  virtual graph::Value final_norm(graph::Builder& g, graph::Value x) const;
+  // [r, vocab]: x . lm_head_^T (+ lm_head_bias_) by default.
   virtual graph::Value head(graph::Builder& g, graph::Value x) const;
+
+  // Called for each layer, in order, with the prefix of its weights ("model.layers.3.").
+  using LoadLayer = std::function<void(Weights& w, int64_t i, const std::string& prefix)>;
+  // The loading skeleton every decoder shares, in this order: the embedding, each layer through
+  // load_layer, the final norm (of final_norm_'s kind, set before), the output head (tied to the
+  // embedding, or its own); then `rest` for what the model has besides (an lm_head bias,
+  // buffers to ignore), the check that every tensor was used, and info_.
+  template <class Config>
+  void load(const Checkpoint& ckpt, const ModelOptions& opts, const Config& c,
+            const LoadLayer& load_layer, const DecoderNames& names = {},
+            const std::function<void(Weights&)>& rest = {}) {
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
+    load(w,
+         {.architecture = c.architecture,
+          .vocab_size = c.vocab_size,
+          .hidden_size = c.hidden_size,
+          .num_layers = c.num_layers,
+          .tie_word_embeddings = c.tie_word_embeddings},
+         load_layer, names, rest);
+    info_ = decoder_info(c, w.matrix_dtype());
+  }
+  void load(Weights& w, const DecoderSizes& c, const LoadLayer& load_layer,
+            const DecoderNames& names, const std::function<void(Weights&)>& rest);
 
   std::vector<Rope> ropes_;  // rotary schedules; tables are computed once per step for each
   Tensor embed_, lm_head_;
+  Tensor lm_head_bias_;  // undefined: none
+  Norm final_norm_;
   float embed_scale_ = 1;
 };
 

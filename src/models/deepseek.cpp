@@ -16,28 +16,24 @@ class DeepseekModel : public Decoder {
   DeepseekModel(const Checkpoint& ckpt, DeepseekConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
-    ignore_layers_from(w, cfg_.num_layers);
     const int64_t h = cfg_.hidden_size;
-    embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
+    const Norm rms = final_norm_ = Norm::rms(cfg_.rms_norm_eps);
     MoeNames names;
     names.shared = "shared_experts.";
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
-      Layer l;
-      l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
-      l.attn = load_mla(w, p + "self_attn.", cfg_.mla);
-      l.mlp_norm = w.vector(p + "post_attention_layernorm.weight", {h});
-      if (cfg_.layer_moe[static_cast<size_t>(i)])
-        l.moe = load_moe(w, p + "mlp.", h, cfg_.moe, names);
-      else
-        l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size);
-      layers_.push_back(std::move(l));
-    }
-    final_norm_ = w.vector("model.norm.weight", {h});
-    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
-    w.finish(cfg_.architecture);
-    info_ = decoder_info(cfg_, w.matrix_dtype());
+    load(
+        ckpt, opts, cfg_,
+        [&](Weights& w, int64_t i, const std::string& p) {
+          Layer l;
+          l.attn_norm = rms.load(w, p + "input_layernorm.", h);
+          l.attn = load_mla(w, p + "self_attn.", cfg_.mla);
+          l.mlp_norm = rms.load(w, p + "post_attention_layernorm.", h);
+          if (cfg_.layer_moe[static_cast<size_t>(i)])
+            l.moe = load_moe(w, p + "mlp.", h, cfg_.moe, names);
+          else
+            l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size);
+          layers_.push_back(std::move(l));
+        },
+        {}, [&](Weights& w) { ignore_layers_from(w, cfg_.num_layers); });
   }
 
   std::vector<LayerStateSpec> layer_states() const override {
@@ -49,31 +45,22 @@ class DeepseekModel : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
+    const std::string p = layer_prefix(i);
+    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
     x = g.add(x, blocks::mla_attention(g, a, l.attn, cfg_.mla, in.rope_tables[0], i, p));
-    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
     return g.add(x, l.moe ? blocks::moe(g, m, *l.moe, cfg_.moe, p)
                           : blocks::gated_mlp(g, m, l.mlp, graph::Activation::Silu, p));
   }
 
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
-  }
-
  private:
-  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
-    return blocks::rms_norm(g, x, weight, cfg_.rms_norm_eps);
-  }
-
   struct Layer {
-    Tensor attn_norm, mlp_norm;
+    Norm attn_norm, mlp_norm;
     MlaWeights attn;
     GatedMlpWeights mlp;
     std::optional<MoeWeights> moe;
   };
   DeepseekConfig cfg_;
-  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 

@@ -17,26 +17,17 @@ class Exaone4Model : public Decoder {
   Exaone4Model(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size;
-    embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
+    const Norm rms = final_norm_ = rms_norm_of(cfg_);
+    load(ckpt, opts, cfg_, [&](Weights& w, int64_t i, const std::string& p) {
       Layer l;
-      l.spec = cfg_.attention;
-      l.spec.window = cfg_.layer_windows.at(i);
-      l.spec.rope = cfg_.layer_rope.at(i);
+      l.spec = layer_attention(cfg_, i);
       l.attn = load_attention(w, p + "self_attn.", l.spec);
-      l.attn_post_norm = w.vector(p + "post_attention_layernorm.weight", {h});
+      l.attn_post_norm = rms.load(w, p + "post_attention_layernorm.", h);
       l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size);
-      l.mlp_post_norm = w.vector(p + "post_feedforward_layernorm.weight", {h});
+      l.mlp_post_norm = rms.load(w, p + "post_feedforward_layernorm.", h);
       layers_.push_back(std::move(l));
-    }
-    final_norm_ = w.vector("model.norm.weight", {h});
-    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
-    w.finish(cfg_.architecture);
-
-    info_ = decoder_info(cfg_, w.matrix_dtype());
+    });
   }
 
   std::vector<LayerStateSpec> layer_states() const override {
@@ -48,31 +39,21 @@ class Exaone4Model : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    graph::Value a = blocks::self_attention(g, x, l.attn, l.spec,
-                                            {.rope_tables = in.rope_tables[0], .layer = i}, p);
-    x = g.add(x, g.name(norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
+    const std::string p = layer_prefix(i);
+    graph::Value a = blocks::self_attention(g, x, l.attn, l.spec, in.attention(i), p);
+    x = g.add(x, g.name(blocks::norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
     graph::Value m = blocks::gated_mlp(g, x, l.mlp, cfg_.mlp_act, p);
-    return g.add(x, g.name(norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
-  }
-
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
+    return g.add(x, g.name(blocks::norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
   }
 
  private:
-  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
-    return blocks::rms_norm(g, x, weight, cfg_.rms_norm_eps);
-  }
-
   struct Layer {
     AttentionSpec spec;
-    Tensor attn_post_norm, mlp_post_norm;
+    Norm attn_post_norm, mlp_post_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   LlamaFamilyConfig cfg_;
-  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 
@@ -81,14 +62,8 @@ class Exaone4Model : public Decoder {
 std::unique_ptr<Model> load_exaone4(const Checkpoint& ckpt, const ModelOptions& opts) {
   // Exaone4Config defaults.
   LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 102400,
-                                                        .hidden_size = 4096,
                                                         .intermediate_size = 16384,
-                                                        .num_layers = 32,
-                                                        .heads = 32,
                                                         .kv_heads = 32,
-                                                        .head_dim = {},
-                                                        .max_position_embeddings = 2048,
-                                                        .tie_word_embeddings = false,
                                                         .hidden_act = nullptr,
                                                         .rms_norm_eps = 1e-5});
   JsonFields f(ckpt.config(), ckpt.config_path());

@@ -42,57 +42,43 @@ class FalconModel : public Decoder {
       slopes_ = alibi_slopes_tensor(cfg_.attention.heads);
     else
       ropes_.emplace_back(cfg_.rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size, ffn = cfg_.ffn_hidden_size;
     const AttentionSpec& s = cfg_.attention;
-    const int64_t qkv_out = (s.heads + 2 * s.kv_heads) * s.head_dim;
     const bool bias = cfg_.bias;
-    const std::string base = base_model_prefix(w, "transformer.", "word_embeddings.weight");
-    embed_ = w.matrix(base + "word_embeddings.weight", {cfg_.vocab_size, h});
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string p = cat(base, "h.", i, ".");
-      Layer l;
-      switch (cfg_.block) {
-        case FalconBlock::TwoNorms:
-          l.attn_norm = load_layer_norm(w, p + "ln_attn.", h);
-          l.mlp_norm = load_layer_norm(w, p + "ln_mlp.", h);
-          break;
-        case FalconBlock::Parallel:
-          l.attn_norm = load_layer_norm(w, p + "input_layernorm.", h);
-          break;
-        case FalconBlock::Sequential:
-          l.attn_norm = load_layer_norm(w, p + "input_layernorm.", h);
-          l.mlp_norm = load_layer_norm(w, p + "post_attention_layernorm.", h);
-          break;
-      }
-      const std::string qkv = p + "self_attention.query_key_value.";
-      const FusedQkv m = split_fused_qkv(w, qkv + "weight", w.matrix(qkv + "weight", {qkv_out, h}),
-                                         s, cfg_.qkv_groups);
-      l.attn.q = m.q, l.attn.k = m.k, l.attn.v = m.v;
-      l.attn.o = w.matrix(p + "self_attention.dense.weight", {h, s.heads * s.head_dim});
-      if (bias) {
-        const FusedQkv b =
-            split_fused_qkv(w, qkv + "bias", w.vector(qkv + "bias", {qkv_out}), s, cfg_.qkv_groups);
-        l.attn.q_bias = b.q, l.attn.k_bias = b.k, l.attn.v_bias = b.v;
-        l.attn.o_bias = w.vector(p + "self_attention.dense.bias", {h});
-      }
-      l.mlp = load_linear_mlp(w, p + "mlp.", "dense_h_to_4h", "dense_4h_to_h", h, ffn, bias);
-      layers_.push_back(std::move(l));
-    }
-    final_norm_ = load_layer_norm(w, base + "ln_f.", h);
-    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
-    w.finish(cfg_.architecture);
-
-    info_ = decoder_info(cfg_, w.matrix_dtype());
+    const Norm ln = final_norm_ = Norm::layer(cfg_.layer_norm_eps);
+    const std::string base = base_model_prefix(ckpt, "transformer.", "word_embeddings.weight");
+    load(ckpt, opts, cfg_,
+         [&](Weights& w, int64_t, const std::string& p) {
+           Layer l;
+           switch (cfg_.block) {
+             case FalconBlock::TwoNorms:
+               l.attn_norm = ln.load(w, p + "ln_attn.", h);
+               l.mlp_norm = ln.load(w, p + "ln_mlp.", h);
+               break;
+             case FalconBlock::Parallel:
+               l.attn_norm = ln.load(w, p + "input_layernorm.", h);
+               break;
+             case FalconBlock::Sequential:
+               l.attn_norm = ln.load(w, p + "input_layernorm.", h);
+               l.mlp_norm = ln.load(w, p + "post_attention_layernorm.", h);
+               break;
+           }
+           l.attn = load_fused_attention(w, p + "self_attention.query_key_value.",
+                                         p + "self_attention.dense.", s, cfg_.qkv_groups, bias);
+           l.mlp = load_linear_mlp(w, p + "mlp.", "dense_h_to_4h", "dense_4h_to_h", h, ffn, bias);
+           layers_.push_back(std::move(l));
+         },
+         {.embed = base + "word_embeddings.weight",
+          .layers = base + "h.",
+          .final_norm = base + "ln_f."});
   }
 
  protected:
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    const float eps = cfg_.layer_norm_eps;
-    graph::Value normed = g.name(blocks::layer_norm(g, x, l.attn_norm, eps), p + "attn_norm");
+    const std::string p = layer_prefix(i);
+    graph::Value normed = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
     // FalconAttention: rotary, or with alibi FalconModel's bias (build_alibi_tensor's bfloat16
     // slopes times bfloat16 key positions, divided by sqrt(head_dim)) added to the scaled
     // scores; the roundings are kept, as they change the scores.
@@ -107,33 +93,28 @@ class FalconModel : public Decoder {
     // FalconDecoderLayer.
     switch (cfg_.block) {
       case FalconBlock::TwoNorms: {
-        graph::Value m = g.name(blocks::layer_norm(g, x, l.mlp_norm, eps), p + "mlp_norm");
+        graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
         return g.add(x, g.add(a, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p)));
       }
       case FalconBlock::Parallel:
         return g.add(x, g.add(a, blocks::gated_mlp(g, normed, l.mlp, cfg_.act, p)));
       case FalconBlock::Sequential: {
         x = g.add(x, a);
-        graph::Value m = g.name(blocks::layer_norm(g, x, l.mlp_norm, eps), p + "mlp_norm");
+        graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
         return g.add(x, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p));
       }
     }
     fail("internal: Falcon block ", static_cast<int>(cfg_.block));
   }
 
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return blocks::layer_norm(g, x, final_norm_, cfg_.layer_norm_eps);
-  }
-
  private:
   struct Layer {
-    NormWeights attn_norm, mlp_norm;  // mlp_norm unused by the Parallel block
+    Norm attn_norm, mlp_norm;  // mlp_norm unused by the Parallel block
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   FalconConfig cfg_;
   Tensor slopes_;  // alibi only
-  NormWeights final_norm_;
   std::vector<Layer> layers_;
 };
 

@@ -31,23 +31,19 @@ class FalconH1Model : public Decoder {
       : cfg_(std::move(cfg)) {
     const LlamaFamilyConfig& c = cfg_.base;
     ropes_.emplace_back(c.rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
-    const int64_t h = c.hidden_size;
-    embed_ = w.matrix("model.embed_tokens.weight", {c.vocab_size, h});
     embed_scale_ = c.embed_multiplier;
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
-      layers_.push_back({.attn_norm = w.vector(p + "input_layernorm.weight", {h}),
-                         .mlp_norm = w.vector(p + "pre_ff_layernorm.weight", {h}),
-                         .mamba = load_mamba2_mixer(w, p + "mamba.", cfg_.mamba),
-                         .attn = load_attention(w, p + "self_attn.", c.attention),
-                         .mlp = load_gated_mlp(w, p + "feed_forward.", h, c.intermediate_size,
-                                               {.bias = c.mlp_bias})});
-    }
-    final_norm_ = w.vector("model.final_layernorm.weight", {h});
-    lm_head_ = load_lm_head(w, c.tie_word_embeddings, embed_, c.vocab_size, h);
-    w.finish(c.architecture);
-    info_ = decoder_info(c, w.matrix_dtype());
+    const int64_t h = c.hidden_size;
+    const Norm rms = final_norm_ = rms_norm_of(c);
+    load(ckpt, opts, c,
+         [&](Weights& w, int64_t, const std::string& p) {
+           layers_.push_back({.attn_norm = rms.load(w, p + "input_layernorm.", h),
+                              .mlp_norm = rms.load(w, p + "pre_ff_layernorm.", h),
+                              .mamba = load_mamba2_mixer(w, p + "mamba.", cfg_.mamba),
+                              .attn = load_attention(w, p + "self_attn.", c.attention),
+                              .mlp = load_gated_mlp(w, p + "feed_forward.", h, c.intermediate_size,
+                                                    {.bias = c.mlp_bias})});
+         },
+         {.final_norm = "model.final_layernorm."});
   }
 
   std::vector<LayerStateSpec> layer_states() const override {
@@ -66,8 +62,8 @@ class FalconH1Model : public Decoder {
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
     const FalconH1Config& c = cfg_;
-    const std::string p = cat("layer.", i, ".");
-    const graph::Value n = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
+    const std::string p = layer_prefix(i);
+    const graph::Value n = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
     // The mixer's nodes go under "<prefix>mamba.", the layer's attention under its usual names.
     const graph::Value mamba =
         scaled(g, blocks::mamba2_mixer(g, n, l.mamba, c.mamba, 2 * i + 1, p + "mamba."), c.ssm_out);
@@ -77,12 +73,8 @@ class FalconH1Model : public Decoder {
                                       {.rope_tables = in.rope_tables[0], .layer = 2 * i}, p),
                c.attention_out);
     x = g.add(x, g.add(mamba, attn));
-    const graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    const graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
     return g.add(x, g.name(mlp(g, m, l.mlp), p + "mlp_out"));
-  }
-
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
   }
 
   // FalconH1ForCausalLM: lm_head(x) * lm_head_multiplier.
@@ -94,9 +86,6 @@ class FalconH1Model : public Decoder {
   static graph::Value scaled(graph::Builder& g, graph::Value v, float f) {
     return f != 1 ? g.scale(v, f) : v;
   }
-  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
-    return blocks::rms_norm(g, x, weight, cfg_.base.rms_norm_eps);
-  }
   // FalconH1MLP: down(up(x) * act(gate(x) * gate_multiplier)) * down_multiplier.
   graph::Value mlp(graph::Builder& g, graph::Value x, const GatedMlpWeights& w) const {
     const graph::Value gate = scaled(g, blocks::linear(g, x, w.gate, w.gate_bias), cfg_.mlp_gate);
@@ -106,13 +95,12 @@ class FalconH1Model : public Decoder {
   }
 
   struct Layer {
-    Tensor attn_norm, mlp_norm;
+    Norm attn_norm, mlp_norm;
     Mamba2MixerWeights mamba;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   FalconH1Config cfg_;
-  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 
@@ -138,16 +126,10 @@ std::unique_ptr<Model> load_falcon_h1(const Checkpoint& ckpt, const ModelOptions
   FalconH1Config c;
   c.base = read_llama_family_config(ckpt, f,
                                     {.vocab_size = 128000,
-                                     .hidden_size = 4096,
                                      .intermediate_size = 14336,
-                                     .num_layers = 32,
-                                     .heads = 32,
                                      .kv_heads = 8,
-                                     .head_dim = {},
                                      .max_position_embeddings = 8192,
-                                     .tie_word_embeddings = false,
                                      .hidden_act = "silu",
-                                     .rope_theta = 10000.0,
                                      .rms_norm_eps = 1e-5});
   LlamaFamilyConfig& b = c.base;
   b.attention.qkv_bias = b.attention.o_bias = f.get_or<bool>("attention_bias", false);

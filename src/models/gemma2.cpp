@@ -91,29 +91,23 @@ class Gemma2Model : public Decoder {
       : cfg_(std::move(cfg)) {
     if (cfg_.layer_rope.empty()) cfg_.layer_rope.assign(static_cast<size_t>(cfg_.num_layers), 0);
     for (const RopeConfig& r : cfg_.ropes) ropes_.emplace_back(r);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size;
-    embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
     // Gemma2TextScaledWordEmbedding: a float32 sqrt(hidden_size).
     embed_scale_ = static_cast<float>(std::sqrt(static_cast<double>(h)));
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
+    // Gemma2RMSNorm: x / rms(x) * (1 + weight).
+    const Norm rms = final_norm_ = Norm::rms(cfg_.rms_norm_eps, 1.0f);
+    load(ckpt, opts, cfg_, [&](Weights& w, int64_t i, const std::string& p) {
       Layer l;
       l.spec = cfg_.attention;
       l.spec.window = cfg_.layer_windows.at(i);
-      l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
+      l.attn_norm = rms.load(w, p + "input_layernorm.", h);
       l.attn = load_attention(w, p + "self_attn.", l.spec);
-      l.attn_post_norm = w.vector(p + "post_attention_layernorm.weight", {h});
-      l.mlp_norm = w.vector(p + "pre_feedforward_layernorm.weight", {h});
+      l.attn_post_norm = rms.load(w, p + "post_attention_layernorm.", h);
+      l.mlp_norm = rms.load(w, p + "pre_feedforward_layernorm.", h);
       l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size);
-      l.mlp_post_norm = w.vector(p + "post_feedforward_layernorm.weight", {h});
+      l.mlp_post_norm = rms.load(w, p + "post_feedforward_layernorm.", h);
       layers_.push_back(std::move(l));
-    }
-    final_norm_ = w.vector("model.norm.weight", {h});
-    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
-    w.finish(cfg_.architecture);
-
-    info_ = decoder_info(cfg_, w.matrix_dtype());
+    });
   }
 
   std::vector<LayerStateSpec> layer_states() const override {
@@ -125,19 +119,15 @@ class Gemma2Model : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
+    const std::string p = layer_prefix(i);
     // One table per rotary kind (Gemma3: local and global layers differ).
-    const graph::Value tables = in.rope_tables[static_cast<size_t>(cfg_.layer_rope[i])];
-    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
-    a = blocks::self_attention(g, a, l.attn, l.spec, {.rope_tables = tables, .layer = i}, p);
-    x = g.add(x, g.name(norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
-    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    const auto ai = in.attention(i, static_cast<size_t>(cfg_.layer_rope[i]));
+    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
+    a = blocks::self_attention(g, a, l.attn, l.spec, ai, p);
+    x = g.add(x, g.name(blocks::norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
+    graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
     m = blocks::gated_mlp(g, m, l.mlp, cfg_.act, p);
-    return g.add(x, g.name(norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
-  }
-
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
+    return g.add(x, g.name(blocks::norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
   }
 
   // Gemma2ForCausalLM: final_logit_softcapping.
@@ -147,19 +137,13 @@ class Gemma2Model : public Decoder {
   }
 
  private:
-  // Gemma2RMSNorm: x / rms(x) * (1 + weight).
-  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
-    return blocks::rms_norm(g, x, weight, cfg_.rms_norm_eps, 1.0f);
-  }
-
   struct Layer {
     AttentionSpec spec;
-    Tensor attn_norm, attn_post_norm, mlp_norm, mlp_post_norm;
+    Norm attn_norm, attn_post_norm, mlp_norm, mlp_post_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   Gemma2Config cfg_;
-  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 

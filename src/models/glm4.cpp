@@ -18,29 +18,19 @@ class Glm4Model : public Decoder {
   Glm4Model(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size, inter = cfg_.intermediate_size;
-    embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
+    const Norm rms = final_norm_ = rms_norm_of(cfg_);
+    load(ckpt, opts, cfg_, [&](Weights& w, int64_t, const std::string& p) {
       Layer l;
-      l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
+      l.attn_norm = rms.load(w, p + "input_layernorm.", h);
       l.attn = load_attention(w, p + "self_attn.", cfg_.attention);
-      l.attn_post_norm = w.vector(p + "post_self_attn_layernorm.weight", {h});
-      l.mlp_norm = w.vector(p + "post_attention_layernorm.weight", {h});
+      l.attn_post_norm = rms.load(w, p + "post_self_attn_layernorm.", h);
+      l.mlp_norm = rms.load(w, p + "post_attention_layernorm.", h);
       // Glm4MLP: gate, up = gate_up_proj(x).chunk(2).
-      const Tensor gate_up = w.matrix(p + "mlp.gate_up_proj.weight", {2 * inter, h});
-      l.mlp.gate = matrix_rows(gate_up, 0, inter);
-      l.mlp.up = matrix_rows(gate_up, inter, inter);
-      l.mlp.down = w.matrix(p + "mlp.down_proj.weight", {h, inter});
-      l.mlp_post_norm = w.vector(p + "post_mlp_layernorm.weight", {h});
+      l.mlp = load_fused_gate_up_mlp(w, p + "mlp.", h, inter);
+      l.mlp_post_norm = rms.load(w, p + "post_mlp_layernorm.", h);
       layers_.push_back(std::move(l));
-    }
-    final_norm_ = w.vector("model.norm.weight", {h});
-    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
-    w.finish(cfg_.architecture);
-
-    info_ = decoder_info(cfg_, w.matrix_dtype());
+    });
   }
 
  protected:
@@ -48,32 +38,22 @@ class Glm4Model : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
-    a = blocks::self_attention(g, a, l.attn, cfg_.attention,
-                               {.rope_tables = in.rope_tables[0], .layer = i}, p);
-    x = g.add(x, g.name(norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
-    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    const std::string p = layer_prefix(i);
+    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
+    a = blocks::self_attention(g, a, l.attn, cfg_.attention, in.attention(i), p);
+    x = g.add(x, g.name(blocks::norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
+    graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
     m = blocks::gated_mlp(g, m, l.mlp, cfg_.mlp_act, p);
-    return g.add(x, g.name(norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
-  }
-
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
+    return g.add(x, g.name(blocks::norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
   }
 
  private:
-  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
-    return blocks::rms_norm(g, x, weight, cfg_.rms_norm_eps);
-  }
-
   struct Layer {
-    Tensor attn_norm, attn_post_norm, mlp_norm, mlp_post_norm;
+    Norm attn_norm, attn_post_norm, mlp_norm, mlp_post_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   LlamaFamilyConfig cfg_;
-  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 
@@ -82,14 +62,11 @@ class Glm4Model : public Decoder {
 std::unique_ptr<Model> load_glm4(const Checkpoint& ckpt, const ModelOptions& opts) {
   // Glm4Config defaults.
   LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 151552,
-                                                        .hidden_size = 4096,
                                                         .intermediate_size = 13696,
                                                         .num_layers = 40,
-                                                        .heads = 32,
                                                         .kv_heads = 2,
                                                         .head_dim = 128,
                                                         .max_position_embeddings = 131072,
-                                                        .tie_word_embeddings = false,
                                                         .hidden_act = nullptr,
                                                         .rms_norm_eps = 1.5625e-07});
   JsonFields f(ckpt.config(), ckpt.config_path());

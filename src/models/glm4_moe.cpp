@@ -14,14 +14,11 @@ namespace lathe {
 std::unique_ptr<Model> load_glm4_moe(const Checkpoint& ckpt, const ModelOptions& opts) {
   // Glm4MoeConfig defaults.
   LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 151552,
-                                                        .hidden_size = 4096,
                                                         .intermediate_size = 10944,
                                                         .num_layers = 46,
                                                         .heads = 96,
                                                         .kv_heads = 8,
-                                                        .head_dim = {},
                                                         .max_position_embeddings = 131072,
-                                                        .tie_word_embeddings = false,
                                                         .rms_norm_eps = 1e-5});
   JsonFields f(ckpt.config(), ckpt.config_path());
   c.attention.qkv_bias = f.get_or<bool>("attention_bias", false);

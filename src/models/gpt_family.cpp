@@ -12,50 +12,48 @@ class GptFamilyModel : public Decoder {
  public:
   GptFamilyModel(const Checkpoint& ckpt, GptFamilyConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
-    // The original GPT-2 checkpoints name the base model's tensors without "transformer." and
-    // carry the causal-mask buffers attn.bias / attn.masked_bias, which transformers ignores.
-    const std::string base = base_model_prefix(w, "transformer.", "wte.weight");
-    w.ignore_if([](const std::string& n) {
-      return n.ends_with(".attn.bias") || n.ends_with(".attn.masked_bias");
-    });
+    const std::string base = base_model_prefix(ckpt, "transformer.", "wte.weight");
     const int64_t h = cfg_.hidden_size, inner = cfg_.inner_size;
     const AttentionSpec& s = cfg_.attention;
     const int64_t q_out = s.heads * s.head_dim, qkv_out = q_out + 2 * s.kv_heads * s.head_dim;
-    // Linear weights [out, in]; GPT-2's Conv1D stores them [in, out].
-    const auto linear = [&](const std::string& name, int64_t in, int64_t out) {
-      return cfg_.conv1d ? load_conv1d(w, name, in, out) : w.matrix(name, {out, in});
-    };
-    embed_ = w.matrix(base + "wte.weight", {cfg_.vocab_size, h});
-    positions_ = w.matrix(base + "wpe.weight", {cfg_.max_position_embeddings, h});
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string p = cat(base, "h.", i, ".");
-      Layer l;
-      l.spec = s;
-      l.spec.scale = cfg_.layer_scale.at(i);
-      l.attn_norm = load_layer_norm(w, p + "ln_1.", h);
-      FusedQkv qkv =
-          split_fused_qkv(w, p + "attn.c_attn.weight", linear(p + "attn.c_attn.weight", h, qkv_out),
-                          s, cfg_.qkv_groups);
-      FusedQkv bias =
-          split_fused_qkv(w, p + "attn.c_attn.bias", w.vector(p + "attn.c_attn.bias", {qkv_out}), s,
-                          cfg_.qkv_groups);
-      l.attn.q = qkv.q, l.attn.k = qkv.k, l.attn.v = qkv.v;
-      l.attn.q_bias = bias.q, l.attn.k_bias = bias.k, l.attn.v_bias = bias.v;
-      l.attn.o = linear(p + "attn.c_proj.weight", q_out, h);
-      l.attn.o_bias = w.vector(p + "attn.c_proj.bias", {h});
-      l.mlp_norm = load_layer_norm(w, p + "ln_2.", h);
-      l.mlp.up = linear(p + "mlp.c_fc.weight", h, inner);
-      l.mlp.up_bias = w.vector(p + "mlp.c_fc.bias", {inner});
-      l.mlp.down = linear(p + "mlp.c_proj.weight", inner, h);
-      l.mlp.down_bias = w.vector(p + "mlp.c_proj.bias", {h});
-      layers_.push_back(std::move(l));
-    }
-    final_norm_ = load_layer_norm(w, base + "ln_f.", h);
-    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
-    w.finish(cfg_.architecture);
-
-    info_ = decoder_info(cfg_, w.matrix_dtype());
+    const Norm ln = final_norm_ = Norm::layer(cfg_.layer_norm_eps);
+    load(
+        ckpt, opts, cfg_,
+        [&](Weights& w, int64_t i, const std::string& p) {
+          // Linear weights [out, in]; GPT-2's Conv1D stores them [in, out].
+          const auto linear = [&](const std::string& name, int64_t in, int64_t out) {
+            return cfg_.conv1d ? load_conv1d(w, name, in, out) : w.matrix(name, {out, in});
+          };
+          Layer l;
+          l.spec = s;
+          l.spec.scale = cfg_.layer_scale.at(i);
+          l.attn_norm = ln.load(w, p + "ln_1.", h);
+          const std::string qkv = p + "attn.c_attn.";
+          FusedQkv m = split_fused_qkv(w, qkv + "weight", linear(qkv + "weight", h, qkv_out), s,
+                                       cfg_.qkv_groups);
+          FusedQkv b = split_fused_qkv(w, qkv + "bias", w.vector(qkv + "bias", {qkv_out}), s,
+                                       cfg_.qkv_groups);
+          l.attn.q = m.q, l.attn.k = m.k, l.attn.v = m.v;
+          l.attn.q_bias = b.q, l.attn.k_bias = b.k, l.attn.v_bias = b.v;
+          l.attn.o = linear(p + "attn.c_proj.weight", q_out, h);
+          l.attn.o_bias = w.vector(p + "attn.c_proj.bias", {h});
+          l.mlp_norm = ln.load(w, p + "ln_2.", h);
+          l.mlp.up = linear(p + "mlp.c_fc.weight", h, inner);
+          l.mlp.up_bias = w.vector(p + "mlp.c_fc.bias", {inner});
+          l.mlp.down = linear(p + "mlp.c_proj.weight", inner, h);
+          l.mlp.down_bias = w.vector(p + "mlp.c_proj.bias", {h});
+          layers_.push_back(std::move(l));
+        },
+        {.embed = base + "wte.weight", .layers = base + "h.", .final_norm = base + "ln_f."},
+        [&](Weights& w) {
+          positions_ = w.matrix(base + "wpe.weight", {cfg_.max_position_embeddings, h});
+          // The original GPT-2 checkpoints name the base model's tensors without "transformer."
+          // and carry the causal-mask buffers attn.bias / attn.masked_bias, which transformers
+          // ignores.
+          w.ignore_if([](const std::string& n) {
+            return n.ends_with(".attn.bias") || n.ends_with(".attn.masked_bias");
+          });
+        });
   }
 
  protected:
@@ -68,28 +66,22 @@ class GptFamilyModel : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs&) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    const float eps = cfg_.layer_norm_eps;
-    graph::Value a = g.name(blocks::layer_norm(g, x, l.attn_norm, eps), p + "attn_norm");
+    const std::string p = layer_prefix(i);
+    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
     x = g.add(x, blocks::self_attention(g, a, l.attn, l.spec, {.rope_tables = {}, .layer = i}, p));
-    graph::Value m = g.name(blocks::layer_norm(g, x, l.mlp_norm, eps), p + "mlp_norm");
+    graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
     return g.add(x, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p));
-  }
-
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return blocks::layer_norm(g, x, final_norm_, cfg_.layer_norm_eps);
   }
 
  private:
   struct Layer {
     AttentionSpec spec;
-    NormWeights attn_norm, mlp_norm;
+    Norm attn_norm, mlp_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   GptFamilyConfig cfg_;
   Tensor positions_;
-  NormWeights final_norm_;
   std::vector<Layer> layers_;
 };
 

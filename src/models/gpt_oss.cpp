@@ -115,29 +115,21 @@ class GptOssModel : public Decoder {
       : cfg_(std::move(cfg)) {
     const LlamaFamilyConfig& c = cfg_.base;
     ropes_.emplace_back(c.rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = c.hidden_size;
-    embed_ = w.matrix("model.embed_tokens.weight", {c.vocab_size, h});
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
+    const Norm rms = final_norm_ = rms_norm_of(c);
+    load(ckpt, opts, c, [&](Weights& w, int64_t i, const std::string& p) {
       Layer l;
-      l.spec = c.attention;
-      l.spec.window = c.layer_windows.at(i);
-      l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
+      l.spec = layer_attention(c, i);
+      l.attn_norm = rms.load(w, p + "input_layernorm.", h);
       l.attn = load_attention(w, p + "self_attn.", l.spec);
       l.sinks = w.vector(p + "self_attn.sinks", {l.spec.heads});
-      l.mlp_norm = w.vector(p + "post_attention_layernorm.weight", {h});
+      l.mlp_norm = rms.load(w, p + "post_attention_layernorm.", h);
       l.moe.router = w.matrix(p + "mlp.router.weight", {cfg_.moe.experts, h});
       l.moe.router_bias = w.vector(p + "mlp.router.bias", {cfg_.moe.experts});
       l.moe.experts =
           load_experts(w, p + "mlp.experts.", h, cfg_.moe, cfg_.mxfp4, !opts.dequantize_mxfp4);
       layers_.push_back(std::move(l));
-    }
-    final_norm_ = w.vector("model.norm.weight", {h});
-    lm_head_ = load_lm_head(w, c.tie_word_embeddings, embed_, c.vocab_size, h);
-    w.finish(c.architecture);
-
-    info_ = decoder_info(c, w.matrix_dtype());
+    });
   }
 
   std::vector<LayerStateSpec> layer_states() const override {
@@ -148,32 +140,24 @@ class GptOssModel : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
+    const std::string p = layer_prefix(i);
+    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
     a = blocks::self_attention(g, a, l.attn, l.spec,
                                {.rope_tables = in.rope_tables[0], .layer = i, .sinks = l.sinks}, p);
     x = g.add(x, a);
-    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
     return g.add(x, blocks::moe(g, m, l.moe, cfg_.moe, p));
   }
 
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
-  }
-
  private:
-  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
-    return blocks::rms_norm(g, x, weight, cfg_.base.rms_norm_eps);
-  }
-
   struct Layer {
     AttentionSpec spec;
-    Tensor attn_norm, mlp_norm, sinks;
+    Norm attn_norm, mlp_norm;
+    Tensor sinks;
     AttentionWeights attn;
     MoeWeights moe;
   };
   GptOssConfig cfg_;
-  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 
@@ -213,7 +197,6 @@ std::unique_ptr<Model> load_gpt_oss(const Checkpoint& ckpt, const ModelOptions& 
                                                          .kv_heads = 8,
                                                          .head_dim = 64,
                                                          .max_position_embeddings = 131072,
-                                                         .tie_word_embeddings = false,
                                                          .hidden_act = nullptr,
                                                          .rope_theta = 150000.0,
                                                          .rms_norm_eps = 1e-5}),

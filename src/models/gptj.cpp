@@ -10,15 +10,9 @@
 namespace lathe {
 namespace {
 
-struct GPTJConfig {
-  std::string architecture;
-  int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_layers = 0;
-  int64_t max_position_embeddings = 0;
+struct GPTJConfig : DecoderConfig {
   float layer_norm_eps = 1e-5f;
-  bool tie_word_embeddings = false;
   graph::Activation act = graph::Activation::GeluTanh;
-  AttentionSpec attention;
-  RopeConfig rope;
 };
 
 class GPTJModel : public Decoder {
@@ -26,27 +20,28 @@ class GPTJModel : public Decoder {
   GPTJModel(const Checkpoint& ckpt, GPTJConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size;
-    embed_ = w.matrix("transformer.wte.weight", {cfg_.vocab_size, h});
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string p = cat("transformer.h.", i, ".");
-      Layer l;
-      l.norm = load_layer_norm(w, p + "ln_1.", h);
-      l.attn = load_attention(w, p + "attn.", cfg_.attention, "out_proj");
-      l.mlp = load_linear_mlp(w, p + "mlp.", "fc_in", "fc_out", h, cfg_.intermediate_size);
-      layers_.push_back(std::move(l));
-    }
-    final_norm_ = load_layer_norm(w, "transformer.ln_f.", h);
-    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
-    lm_head_bias_ = w.vector("lm_head.bias", {cfg_.vocab_size});
-    // Causal-mask buffers older checkpoints still store (GPTJPreTrainedModel ignores them).
-    w.ignore_if([](const std::string& name) {
-      return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
-    });
-    w.finish(cfg_.architecture);
-
-    info_ = decoder_info(cfg_, w.matrix_dtype());
+    const Norm ln = final_norm_ = Norm::layer(cfg_.layer_norm_eps);
+    load(
+        ckpt, opts, cfg_,
+        [&](Weights& w, int64_t, const std::string& p) {
+          Layer l;
+          l.norm = ln.load(w, p + "ln_1.", h);
+          l.attn = load_attention(w, p + "attn.", cfg_.attention, "out_proj");
+          l.mlp = load_linear_mlp(w, p + "mlp.", "fc_in", "fc_out", h, cfg_.intermediate_size);
+          layers_.push_back(std::move(l));
+        },
+        {.embed = "transformer.wte.weight",
+         .layers = "transformer.h.",
+         .final_norm = "transformer.ln_f."},
+        [&](Weights& w) {
+          // GPTJForCausalLM: lm_head has a bias.
+          lm_head_bias_ = w.vector("lm_head.bias", {cfg_.vocab_size});
+          // Causal-mask buffers older checkpoints still store (GPTJPreTrainedModel ignores them).
+          w.ignore_if([](const std::string& name) {
+            return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
+          });
+        });
   }
 
  protected:
@@ -54,32 +49,19 @@ class GPTJModel : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    graph::Value normed =
-        g.name(blocks::layer_norm(g, x, l.norm, cfg_.layer_norm_eps), p + "attn_norm");
-    graph::Value a = blocks::self_attention(g, normed, l.attn, cfg_.attention,
-                                            {.rope_tables = in.rope_tables[0], .layer = i}, p);
+    const std::string p = layer_prefix(i);
+    graph::Value normed = g.name(blocks::norm(g, x, l.norm), p + "attn_norm");
+    graph::Value a = blocks::self_attention(g, normed, l.attn, cfg_.attention, in.attention(i), p);
     return g.add(x, g.add(a, blocks::gated_mlp(g, normed, l.mlp, cfg_.act, p)));
-  }
-
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return blocks::layer_norm(g, x, final_norm_, cfg_.layer_norm_eps);
-  }
-
-  // GPTJForCausalLM: lm_head has a bias.
-  graph::Value head(graph::Builder& g, graph::Value x) const override {
-    return blocks::linear(g, x, lm_head_, lm_head_bias_);
   }
 
  private:
   struct Layer {
-    NormWeights norm;
+    Norm norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   GPTJConfig cfg_;
-  Tensor lm_head_bias_;
-  NormWeights final_norm_;
   std::vector<Layer> layers_;
 };
 

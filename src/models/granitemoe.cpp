@@ -9,15 +9,7 @@ namespace lathe {
 
 std::unique_ptr<Model> load_granitemoe(const Checkpoint& ckpt, const ModelOptions& opts) {
   // GraniteMoeConfig defaults.
-  LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 32000,
-                                                        .hidden_size = 4096,
-                                                        .intermediate_size = 11008,
-                                                        .num_layers = 32,
-                                                        .heads = 32,
-                                                        .kv_heads = {},
-                                                        .head_dim = {},
-                                                        .max_position_embeddings = 2048,
-                                                        .tie_word_embeddings = false});
+  LlamaFamilyConfig c = read_llama_family_config(ckpt, {});
   JsonFields f(ckpt.config(), ckpt.config_path());
   read_granite_multipliers(f, c);
   c.moe = MoeSpec{.experts = f.get_or<int64_t>("num_local_experts", 8),

@@ -32,19 +32,17 @@ class GraniteMoeHybridModel : public Decoder {
       : cfg_(std::move(cfg)) {
     const LlamaFamilyConfig& c = cfg_.base;
     if (c.attention.rope) ropes_.emplace_back(c.rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
-    const int64_t h = c.hidden_size, si = cfg_.shared_inter;
-    embed_ = w.matrix("model.embed_tokens.weight", {c.vocab_size, h});
     embed_scale_ = c.embed_multiplier;
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
+    const int64_t h = c.hidden_size, si = cfg_.shared_inter;
+    const Norm rms = final_norm_ = rms_norm_of(c);
+    load(ckpt, opts, c, [&](Weights& w, int64_t i, const std::string& p) {
       Layer l;
-      l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
+      l.attn_norm = rms.load(w, p + "input_layernorm.", h);
       if (cfg_.layer_mamba[static_cast<size_t>(i)])
         l.mamba = load_mamba2_mixer(w, p + "mamba.", cfg_.mamba);
       else
         l.attn = load_attention(w, p + "self_attn.", c.attention);
-      l.mlp_norm = w.vector(p + "post_attention_layernorm.weight", {h});
+      l.mlp_norm = rms.load(w, p + "post_attention_layernorm.", h);
       if (c.moe) l.moe = load_moe(w, p + "block_sparse_moe.", h, *c.moe, c.moe_names);
       // GraniteMoeHybridMLP: input_linear [2 * shared, hidden] (gate rows, then up rows).
       const Tensor in = w.matrix(p + "shared_mlp.input_linear.weight", {2 * si, h});
@@ -52,11 +50,7 @@ class GraniteMoeHybridModel : public Decoder {
                   .up = matrix_rows(in, si, si),
                   .down = w.matrix(p + "shared_mlp.output_linear.weight", {h, si})};
       layers_.push_back(std::move(l));
-    }
-    final_norm_ = w.vector("model.norm.weight", {h});
-    lm_head_ = load_lm_head(w, c.tie_word_embeddings, embed_, c.vocab_size, h);
-    w.finish(c.architecture);
-    info_ = decoder_info(c, w.matrix_dtype());
+    });
   }
 
   std::vector<LayerStateSpec> layer_states() const override {
@@ -72,8 +66,8 @@ class GraniteMoeHybridModel : public Decoder {
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
     const LlamaFamilyConfig& c = cfg_.base;
-    const std::string p = cat("layer.", i, ".");
-    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
+    const std::string p = layer_prefix(i);
+    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
     a = cfg_.layer_mamba[static_cast<size_t>(i)]
             ? blocks::mamba2_mixer(g, a, l.mamba, cfg_.mamba, i, p)
             : blocks::self_attention(
@@ -82,15 +76,11 @@ class GraniteMoeHybridModel : public Decoder {
                    .layer = i},
                   p);
     x = add_residual(g, x, a);
-    const graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    const graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
     // The experts' output alone is "<prefix>mlp_out", as transformers' block_sparse_moe.
     graph::Value f = blocks::feed_forward(g, m, l.shared, c.mlp_act);
     if (l.moe) f = g.add(blocks::moe(g, m, *l.moe, *c.moe, p), f);
     return add_residual(g, x, f);
-  }
-
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
   }
 
   // GraniteMoeHybridForCausalLM: logits / logits_scaling.
@@ -100,23 +90,19 @@ class GraniteMoeHybridModel : public Decoder {
   }
 
  private:
-  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
-    return blocks::rms_norm(g, x, weight, cfg_.base.rms_norm_eps);
-  }
   graph::Value add_residual(graph::Builder& g, graph::Value x, graph::Value branch) const {
     const float r = cfg_.base.residual_multiplier;
     return g.add(x, r != 1 ? g.scale(branch, r) : branch);
   }
 
   struct Layer {
-    Tensor attn_norm, mlp_norm;
+    Norm attn_norm, mlp_norm;
     Mamba2MixerWeights mamba;  // Mamba2 layers
     AttentionWeights attn;     // attention layers
     std::optional<MoeWeights> moe;
     GatedMlpWeights shared;
   };
   GraniteMoeHybridConfig cfg_;
-  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 
@@ -148,16 +134,7 @@ std::unique_ptr<Model> load_granitemoehybrid(const Checkpoint& ckpt, const Model
   JsonFields f(ckpt.config(), ckpt.config_path());
   // GraniteMoeHybridConfig defaults.
   GraniteMoeHybridConfig c;
-  c.base = read_llama_family_config(ckpt, f,
-                                    {.vocab_size = 32000,
-                                     .hidden_size = 4096,
-                                     .intermediate_size = 11008,
-                                     .num_layers = 32,
-                                     .heads = 32,
-                                     .kv_heads = {},
-                                     .head_dim = {},
-                                     .max_position_embeddings = 2048,
-                                     .tie_word_embeddings = false});
+  c.base = read_llama_family_config(ckpt, f, {});
   LlamaFamilyConfig& b = c.base;
   read_granite_multipliers(f, b);
   const Json pos = f.has("position_embedding_type") ? f.at("position_embedding_type") : Json();

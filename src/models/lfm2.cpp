@@ -66,47 +66,43 @@ class Lfm2Model : public Decoder {
       : cfg_(std::move(cfg)) {
     const LlamaFamilyConfig& c = cfg_.base;
     ropes_.emplace_back(c.rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = c.hidden_size;
     // Lfm2Attention's q/k norms are q_layernorm / k_layernorm, its output projection out_proj.
     AttentionSpec load_spec = c.attention;
     load_spec.qk_norm = QkNorm::None;
-    embed_ = w.matrix("model.embed_tokens.weight", {c.vocab_size, h});
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
-      Layer l;
-      l.operator_norm = w.vector(p + "operator_norm.weight", {h});
-      if (cfg_.layer_conv[static_cast<size_t>(i)]) {
-        const std::string q = p + "conv.";
-        ShortConvWeights& s = l.conv;
-        s.in = w.matrix(q + "in_proj.weight", {3 * h, h});
-        s.conv = w.vector(q + "conv.weight", {h, 1, cfg_.conv_kernel});
-        s.out = w.matrix(q + "out_proj.weight", {h, h});
-        if (cfg_.conv_bias) {
-          s.in_bias = w.vector(q + "in_proj.bias", {3 * h});
-          s.conv_bias = w.vector(q + "conv.bias", {h});
-          s.out_bias = w.vector(q + "out_proj.bias", {h});
-        }
-      } else {
-        const std::string q = p + "self_attn.";
-        l.attn = load_attention(w, q, load_spec, "out_proj");
-        l.attn.q_norm = w.vector(q + "q_layernorm.weight", {c.attention.head_dim});
-        l.attn.k_norm = w.vector(q + "k_layernorm.weight", {c.attention.head_dim});
-      }
-      l.ffn_norm = w.vector(p + "ffn_norm.weight", {h});
-      if (cfg_.moe && cfg_.layer_moe[static_cast<size_t>(i)])
-        l.moe = load_moe(w, p + "feed_forward.", h, *cfg_.moe, kLfm2MoeNames);
-      else
-        // Lfm2MLP: w2(silu(w1(x)) * w3(x)).
-        l.mlp = {.gate = w.matrix(p + "feed_forward.w1.weight", {c.intermediate_size, h}),
-                 .up = w.matrix(p + "feed_forward.w3.weight", {c.intermediate_size, h}),
-                 .down = w.matrix(p + "feed_forward.w2.weight", {h, c.intermediate_size})};
-      layers_.push_back(std::move(l));
-    }
-    final_norm_ = w.vector("model.embedding_norm.weight", {h});
-    lm_head_ = load_lm_head(w, c.tie_word_embeddings, embed_, c.vocab_size, h);
-    w.finish(c.architecture);
-    info_ = decoder_info(c, w.matrix_dtype());
+    const Norm rms = final_norm_ = rms_norm_of(c);
+    load(ckpt, opts, c,
+         [&](Weights& w, int64_t i, const std::string& p) {
+           Layer l;
+           l.operator_norm = rms.load(w, p + "operator_norm.", h);
+           if (cfg_.layer_conv[static_cast<size_t>(i)]) {
+             const std::string q = p + "conv.";
+             ShortConvWeights& s = l.conv;
+             s.in = w.matrix(q + "in_proj.weight", {3 * h, h});
+             s.conv = w.vector(q + "conv.weight", {h, 1, cfg_.conv_kernel});
+             s.out = w.matrix(q + "out_proj.weight", {h, h});
+             if (cfg_.conv_bias) {
+               s.in_bias = w.vector(q + "in_proj.bias", {3 * h});
+               s.conv_bias = w.vector(q + "conv.bias", {h});
+               s.out_bias = w.vector(q + "out_proj.bias", {h});
+             }
+           } else {
+             const std::string q = p + "self_attn.";
+             l.attn = load_attention(w, q, load_spec, "out_proj");
+             l.attn.q_norm = w.vector(q + "q_layernorm.weight", {c.attention.head_dim});
+             l.attn.k_norm = w.vector(q + "k_layernorm.weight", {c.attention.head_dim});
+           }
+           l.ffn_norm = rms.load(w, p + "ffn_norm.", h);
+           if (cfg_.moe && cfg_.layer_moe[static_cast<size_t>(i)])
+             l.moe = load_moe(w, p + "feed_forward.", h, *cfg_.moe, kLfm2MoeNames);
+           else
+             // Lfm2MLP: w2(silu(w1(x)) * w3(x)).
+             l.mlp = {.gate = w.matrix(p + "feed_forward.w1.weight", {c.intermediate_size, h}),
+                      .up = w.matrix(p + "feed_forward.w3.weight", {c.intermediate_size, h}),
+                      .down = w.matrix(p + "feed_forward.w2.weight", {h, c.intermediate_size})};
+           layers_.push_back(std::move(l));
+         },
+         {.final_norm = "model.embedding_norm."});
   }
 
   std::vector<LayerStateSpec> layer_states() const override {
@@ -123,37 +119,28 @@ class Lfm2Model : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    graph::Value a = g.name(norm(g, x, l.operator_norm), p + "attn_norm");
+    const std::string p = layer_prefix(i);
+    graph::Value a = g.name(blocks::norm(g, x, l.operator_norm), p + "attn_norm");
     a = cfg_.layer_conv[static_cast<size_t>(i)]
             ? short_conv(g, a, l.conv, cfg_.base.hidden_size, i, p)
             : blocks::self_attention(g, a, l.attn, cfg_.base.attention,
                                      {.rope_tables = in.rope_tables[0], .layer = i}, p);
     x = g.add(x, a);
-    graph::Value m = g.name(norm(g, x, l.ffn_norm), p + "mlp_norm");
+    graph::Value m = g.name(blocks::norm(g, x, l.ffn_norm), p + "mlp_norm");
     return g.add(x, l.moe ? blocks::moe(g, m, *l.moe, *cfg_.moe, p)
                           : blocks::gated_mlp(g, m, l.mlp, graph::Activation::Silu, p));
   }
 
   // Lfm2Model.embedding_norm, applied after the last layer.
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
-  }
-
  private:
-  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
-    return blocks::rms_norm(g, x, weight, cfg_.base.rms_norm_eps);
-  }
-
   struct Layer {
-    Tensor operator_norm, ffn_norm;
+    Norm operator_norm, ffn_norm;
     ShortConvWeights conv;  // conv layers
     AttentionWeights attn;  // full-attention layers
     GatedMlpWeights mlp;
     std::optional<MoeWeights> moe;  // instead of mlp on the layers that run experts
   };
   Lfm2Config cfg_;
-  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 
@@ -233,10 +220,7 @@ std::unique_ptr<Model> load_lfm2(const Checkpoint& ckpt, const ModelOptions& opt
   const LlamaFamilyDefaults d{.vocab_size = 65536,
                               .hidden_size = 2560,
                               .intermediate_size = 12288,
-                              .num_layers = 32,
-                              .heads = 32,
                               .kv_heads = 8,
-                              .head_dim = {},
                               .max_position_embeddings = 128000,
                               .tie_word_embeddings = true,
                               .hidden_act = nullptr,
@@ -259,10 +243,7 @@ std::unique_ptr<Model> load_lfm2_moe(const Checkpoint& ckpt, const ModelOptions&
   const LlamaFamilyDefaults d{.vocab_size = 65536,
                               .hidden_size = 2048,
                               .intermediate_size = 7168,
-                              .num_layers = 32,
-                              .heads = 32,
                               .kv_heads = 8,
-                              .head_dim = {},
                               .max_position_embeddings = 128000,
                               .tie_word_embeddings = true,
                               .hidden_act = nullptr,

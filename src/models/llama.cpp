@@ -6,15 +6,7 @@ namespace lathe {
 
 std::unique_ptr<Model> load_llama(const Checkpoint& ckpt, const ModelOptions& opts) {
   // LlamaConfig defaults.
-  LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 32000,
-                                                        .hidden_size = 4096,
-                                                        .intermediate_size = 11008,
-                                                        .num_layers = 32,
-                                                        .heads = 32,
-                                                        .kv_heads = {},
-                                                        .head_dim = {},
-                                                        .max_position_embeddings = 2048,
-                                                        .tie_word_embeddings = false});
+  LlamaFamilyConfig c = read_llama_family_config(ckpt, {});
   JsonFields f(ckpt.config(), ckpt.config_path());
   c.attention.qkv_bias = c.attention.o_bias = f.get_or<bool>("attention_bias", false);
   return build_llama_family(ckpt, c, opts);

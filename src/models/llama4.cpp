@@ -59,18 +59,16 @@ class Llama4Model : public Decoder {
     const LlamaFamilyConfig& c = cfg_.base;
     ropes_.emplace_back(c.rope);
     if (cfg_.temperature) ropes_.emplace_back(*cfg_.temperature);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = c.hidden_size;
-    embed_ = w.matrix("model.embed_tokens.weight", {c.vocab_size, h});
     // Llama4TextL2Norm is RMSNorm without a weight: a weight of ones (times 1 is exact).
     unit_norm_ = Tensor::zeros(DType::F32, {c.attention.head_dim});
     for (int64_t d = 0; d < c.attention.head_dim; ++d) unit_norm_.mut<float>()[d] = 1.0f;
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
+    const Norm rms = final_norm_ = rms_norm_of(c);
+    load(ckpt, opts, c, [&](Weights& w, int64_t i, const std::string& p) {
       Layer l;
-      l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
+      l.attn_norm = rms.load(w, p + "input_layernorm.", h);
       l.attn = load_attention(w, p + "self_attn.", c.attention);
-      l.mlp_norm = w.vector(p + "post_attention_layernorm.weight", {h});
+      l.mlp_norm = rms.load(w, p + "post_attention_layernorm.", h);
       if (cfg_.layer_moe.at(i)) {
         const std::string f = p + "feed_forward.";
         MoeWeights m;
@@ -82,12 +80,7 @@ class Llama4Model : public Decoder {
         l.mlp = load_gated_mlp(w, p + "feed_forward.", h, cfg_.dense_inter);
       }
       layers_.push_back(std::move(l));
-    }
-    final_norm_ = w.vector("model.norm.weight", {h});
-    lm_head_ = load_lm_head(w, c.tie_word_embeddings, embed_, c.vocab_size, h);
-    w.finish(c.architecture);
-
-    info_ = decoder_info(c, w.matrix_dtype());
+    });
   }
 
   // Chunked layers keep a ring of their chunk (transformers' DynamicSlidingWindowLayer of
@@ -100,23 +93,15 @@ class Llama4Model : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
+    const std::string p = layer_prefix(i);
+    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
     x = g.add(x, attention(g, i, a, l.attn, in, p));
-    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
     return g.add(x, l.moe ? blocks::moe(g, m, *l.moe, cfg_.moe, p)
                           : blocks::gated_mlp(g, m, l.mlp, cfg_.base.mlp_act, p));
   }
 
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
-  }
-
  private:
-  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
-    return blocks::rms_norm(g, x, weight, cfg_.base.rms_norm_eps);
-  }
-
   // Llama4TextAttention: rotary then the L2 q/k norm on rotary layers, the temperature on NoPE
   // ones (the queries times their position's scale: a schedule that rotates nothing), then
   // chunked or full causal attention.
@@ -150,13 +135,13 @@ class Llama4Model : public Decoder {
   }
 
   struct Layer {
-    Tensor attn_norm, mlp_norm;
+    Norm attn_norm, mlp_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
     std::optional<MoeWeights> moe;  // instead of mlp on moe_layers
   };
   Llama4Config cfg_;
-  Tensor final_norm_, unit_norm_;
+  Tensor unit_norm_;
   std::vector<Layer> layers_;
 };
 
@@ -186,7 +171,6 @@ std::unique_ptr<Model> load_llama4(const Checkpoint& ckpt, const ModelOptions& o
                                            .kv_heads = 8,
                                            .head_dim = 128,
                                            .max_position_embeddings = 131072,
-                                           .tie_word_embeddings = false,
                                            .rope_theta = 500000.0,
                                            .rms_norm_eps = 1e-5});
   LlamaFamilyConfig& b = c.base;

@@ -6,7 +6,17 @@
 #include "models/decoder.h"
 
 namespace lathe {
-namespace {}  // namespace
+
+AttentionSpec layer_attention(const LlamaFamilyConfig& c, int64_t i) {
+  AttentionSpec s = c.attention;
+  s.window = c.layer_windows.at(i);
+  if (!c.layer_rope.empty()) s.rope = c.layer_rope.at(i);
+  return s;
+}
+
+Norm rms_norm_of(const LlamaFamilyConfig& c) {
+  return Norm::rms(c.rms_norm_eps, c.norm_offset);
+}
 
 void ignore_layers_from(Weights& w, int64_t first) {
   const std::string prefix = "model.layers.";
@@ -29,33 +39,28 @@ class LlamaFamilyModel : public Decoder {
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.rope);
     if (cfg_.query_rope) ropes_.emplace_back(*cfg_.query_rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
-    if (cfg_.extra_layers_ignored) ignore_layers_from(w, cfg_.num_layers);
-    const int64_t h = cfg_.hidden_size;
-    embed_ = w.matrix("model.embed_tokens.weight",
-                      {cfg_.embedding_rows > 0 ? cfg_.embedding_rows : cfg_.vocab_size, h});
     embed_scale_ = cfg_.embed_multiplier;
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
-      Layer l;
-      l.spec = cfg_.attention;
-      l.spec.window = cfg_.layer_windows.at(i);
-      if (!cfg_.layer_rope.empty()) l.spec.rope = cfg_.layer_rope.at(i);
-      l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
-      l.attn = load_attention(w, p + "self_attn.", l.spec);
-      l.mlp_norm = w.vector(p + "post_attention_layernorm.weight", {h});
-      if (cfg_.moe && cfg_.layer_moe.at(i))
-        l.moe = load_moe(w, p + cfg_.moe_module, h, *cfg_.moe, cfg_.moe_names);
-      else
-        l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size,
-                               {.bias = cfg_.mlp_bias, .gated = cfg_.mlp_gated});
-      layers_.push_back(std::move(l));
-    }
-    final_norm_ = w.vector("model.norm.weight", {h});
-    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
-    w.finish(cfg_.architecture);
-
-    info_ = decoder_info(cfg_, w.matrix_dtype());
+    const Norm rms = final_norm_ = rms_norm_of(cfg_);
+    const int64_t h = cfg_.hidden_size;
+    load(
+        ckpt, opts, cfg_,
+        [&](Weights& w, int64_t i, const std::string& p) {
+          Layer l;
+          l.spec = layer_attention(cfg_, i);
+          l.attn_norm = rms.load(w, p + "input_layernorm.", h);
+          l.attn = load_attention(w, p + "self_attn.", l.spec);
+          l.mlp_norm = rms.load(w, p + "post_attention_layernorm.", h);
+          if (cfg_.moe && cfg_.layer_moe.at(i))
+            l.moe = load_moe(w, p + cfg_.moe_module, h, *cfg_.moe, cfg_.moe_names);
+          else
+            l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size,
+                                   {.bias = cfg_.mlp_bias, .gated = cfg_.mlp_gated});
+          layers_.push_back(std::move(l));
+        },
+        {.embed_rows = cfg_.embedding_rows},
+        [&](Weights& w) {
+          if (cfg_.extra_layers_ignored) ignore_layers_from(w, cfg_.num_layers);
+        });
   }
 
   std::vector<LayerStateSpec> layer_states() const override {
@@ -66,23 +71,16 @@ class LlamaFamilyModel : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
-    a = blocks::self_attention(
-        g, a, l.attn, l.spec,
-        {.rope_tables = in.rope_tables[0],
-         .q_rope_tables = cfg_.query_rope ? in.rope_tables[1] : graph::Value{},
-         .layer = i},
-        p);
+    const std::string p = layer_prefix(i);
+    blocks::AttentionInputs ai = in.attention(i);
+    if (cfg_.query_rope) ai.q_rope_tables = in.rope_tables[1];
+    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
+    a = blocks::self_attention(g, a, l.attn, l.spec, ai, p);
     x = add_residual(g, x, a);
-    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
     return add_residual(g, x,
                         l.moe ? blocks::moe(g, m, *l.moe, *cfg_.moe, p)
                               : blocks::gated_mlp(g, m, l.mlp, cfg_.mlp_act, p));
-  }
-
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
   }
 
   graph::Value head(graph::Builder& g, graph::Value x) const override {
@@ -93,9 +91,6 @@ class LlamaFamilyModel : public Decoder {
   }
 
  private:
-  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
-    return blocks::rms_norm(g, x, weight, cfg_.rms_norm_eps, cfg_.norm_offset);
-  }
   // GraniteDecoderLayer: residual + branch * residual_multiplier (1 for the others).
   graph::Value add_residual(graph::Builder& g, graph::Value x, graph::Value branch) const {
     if (cfg_.residual_multiplier != 1) branch = g.scale(branch, cfg_.residual_multiplier);
@@ -104,13 +99,12 @@ class LlamaFamilyModel : public Decoder {
 
   struct Layer {
     AttentionSpec spec;
-    Tensor attn_norm, mlp_norm;
+    Norm attn_norm, mlp_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
     std::optional<MoeWeights> moe;  // instead of mlp on the layers that run experts
   };
   LlamaFamilyConfig cfg_;
-  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 

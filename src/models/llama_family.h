@@ -50,16 +50,22 @@ struct LlamaFamilyConfig {
   bool extra_layers_ignored = false;
 };
 
+// Layer i's attention: the shared spec with the layer's window and rotary (layer_rope).
+AttentionSpec layer_attention(const LlamaFamilyConfig& c, int64_t i);
+// The family's RMSNorm: rms_norm_eps, and GemmaRMSNorm's offset where set.
+Norm rms_norm_of(const LlamaFamilyConfig& c);
+
 std::unique_ptr<Model> build_llama_family(const Checkpoint& ckpt, const LlamaFamilyConfig& cfg,
                                           const ModelOptions& opts);
 
-// Fields common to the family, read with the given architecture defaults. Each model file
-// overrides what its transformers config class does differently.
+// Fields common to the family, read with the given architecture defaults, which are
+// LlamaConfig's unless set: a model file names those its transformers config class changes.
 struct LlamaFamilyDefaults {
-  int64_t vocab_size, hidden_size, intermediate_size, num_layers, heads;
-  std::optional<int64_t> kv_heads;  // unset: equal to heads
-  std::optional<int64_t> head_dim;  // unset: hidden_size / heads
-  int64_t max_position_embeddings;
+  int64_t vocab_size = 32000, hidden_size = 4096, intermediate_size = 11008, num_layers = 32;
+  int64_t heads = 32;
+  std::optional<int64_t> kv_heads = {};  // unset: equal to heads
+  std::optional<int64_t> head_dim = {};  // unset: hidden_size / heads
+  int64_t max_position_embeddings = 2048;
   bool tie_word_embeddings = false;
   // The one hidden_act value lathe implements for the architecture (its default), checked
   // here; nullptr when the model file reads the activation itself (Gemma).

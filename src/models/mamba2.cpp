@@ -27,7 +27,7 @@ struct Mamba2Config {
 };
 
 struct Layer {
-  Tensor norm;
+  Norm norm;
   Mamba2MixerWeights mixer;
 };
 
@@ -38,21 +38,24 @@ class Mamba2Model : public Decoder {
   Mamba2Model(const Checkpoint& ckpt, Mamba2Config cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     const Mamba2Config& c = cfg_;
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = c.hidden_size;
+    final_norm_ = Norm::rms(c.mixer.eps);
     // Mamba2Model.load_hook: older checkpoints name the embedding "embedding".
-    const std::string embed_name = w.has("backbone.embedding.weight")
+    const std::string embed_name = ckpt.has("backbone.embedding.weight")
                                        ? "backbone.embedding.weight"
                                        : "backbone.embeddings.weight";
-    embed_ = w.matrix(embed_name, {c.vocab_size, h});
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      const std::string p = cat("backbone.layers.", i, ".");
-      layers_.push_back({.norm = w.vector(p + "norm.weight", {h}),
-                         .mixer = load_mamba2_mixer(w, p + "mixer.", c.mixer)});
-    }
-    final_norm_ = w.vector("backbone.norm_f.weight", {h});
-    lm_head_ = load_lm_head(w, c.tie_word_embeddings, embed_, c.vocab_size, h);
-    w.finish(c.architecture);
+    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
+    load(w,
+         {.architecture = c.architecture,
+          .vocab_size = c.vocab_size,
+          .hidden_size = h,
+          .num_layers = c.num_layers,
+          .tie_word_embeddings = c.tie_word_embeddings},
+         [&](Weights& w, int64_t, const std::string& p) {
+           layers_.push_back({.norm = final_norm_.load(w, p + "norm.", h),
+                              .mixer = load_mamba2_mixer(w, p + "mixer.", c.mixer)});
+         },
+         {.embed = embed_name, .layers = "backbone.layers.", .final_norm = "backbone.norm_f."}, {});
     info_.architecture = c.architecture;
     info_.vocab_size = c.vocab_size;
     info_.hidden_size = h;
@@ -71,18 +74,13 @@ class Mamba2Model : public Decoder {
  protected:
   Value layer(Builder& g, int64_t i, Value x, const LayerInputs&) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    const Value a = g.name(blocks::rms_norm(g, x, l.norm, cfg_.mixer.eps), p + "attn_norm");
+    const std::string p = layer_prefix(i);
+    const Value a = g.name(blocks::norm(g, x, l.norm), p + "attn_norm");
     return g.add(x, blocks::mamba2_mixer(g, a, l.mixer, cfg_.mixer, i, p));
-  }
-
-  Value final_norm(Builder& g, Value x) const override {
-    return blocks::rms_norm(g, x, final_norm_, cfg_.mixer.eps);
   }
 
  private:
   Mamba2Config cfg_;
-  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 

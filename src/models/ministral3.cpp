@@ -13,14 +13,11 @@ namespace lathe {
 std::unique_ptr<Model> load_ministral3(const Checkpoint& ckpt, const ModelOptions& opts) {
   // Ministral3Config defaults.
   LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 131072,
-                                                        .hidden_size = 4096,
                                                         .intermediate_size = 14336,
                                                         .num_layers = 34,
-                                                        .heads = 32,
                                                         .kv_heads = 8,
                                                         .head_dim = 128,
                                                         .max_position_embeddings = 262144,
-                                                        .tie_word_embeddings = false,
                                                         .rms_norm_eps = 1e-5});
   JsonFields f(ckpt.config(), ckpt.config_path());
   c.mlp_bias = false;  // Ministral3MLP and Ministral3Attention have no biases

@@ -6,15 +6,8 @@ namespace lathe {
 
 std::unique_ptr<Model> load_mistral(const Checkpoint& ckpt, const ModelOptions& opts) {
   // MistralConfig defaults.
-  LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 32000,
-                                                        .hidden_size = 4096,
-                                                        .intermediate_size = 14336,
-                                                        .num_layers = 32,
-                                                        .heads = 32,
-                                                        .kv_heads = 8,
-                                                        .head_dim = {},
-                                                        .max_position_embeddings = 4096 * 32,
-                                                        .tie_word_embeddings = false});
+  LlamaFamilyConfig c = read_llama_family_config(
+      ckpt, {.intermediate_size = 14336, .kv_heads = 8, .max_position_embeddings = 4096 * 32});
   JsonFields f(ckpt.config(), ckpt.config_path());
   // sliding_window defaults to 4096 and may be null (no window).
   const int64_t window =

@@ -9,15 +9,9 @@ namespace lathe {
 
 std::unique_ptr<Model> load_mixtral(const Checkpoint& ckpt, const ModelOptions& opts) {
   // MixtralConfig defaults.
-  LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 32000,
-                                                        .hidden_size = 4096,
-                                                        .intermediate_size = 14336,
-                                                        .num_layers = 32,
-                                                        .heads = 32,
+  LlamaFamilyConfig c = read_llama_family_config(ckpt, {.intermediate_size = 14336,
                                                         .kv_heads = 8,
-                                                        .head_dim = {},
                                                         .max_position_embeddings = 4096 * 32,
-                                                        .tie_word_embeddings = false,
                                                         .rope_theta = 1e6,
                                                         .rms_norm_eps = 1e-5});
   JsonFields f(ckpt.config(), ckpt.config_path());

@@ -37,37 +37,39 @@ class NemotronHModel : public Decoder {
   NemotronHModel(const Checkpoint& ckpt, NemotronHConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     const NemotronHConfig& c = cfg_;
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
-    // The multi-token prediction layers (num_nextn_predict_layers) are not part of the model.
-    w.ignore_if([](const std::string& name) { return name.starts_with("mtp."); });
     const int64_t h = c.hidden_size;
-    embed_ = w.matrix("backbone.embeddings.weight", {c.vocab_size, h});
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      const std::string p = cat("backbone.layers.", i, ".");
-      const std::string m = p + "mixer.";
-      Layer l;
-      l.norm = w.vector(p + "norm.weight", {h});
-      switch (c.mixers[static_cast<size_t>(i)]) {
-        case Mixer::Mamba:
-          l.mamba = load_mamba2_mixer(w, m, c.mamba);
-          break;
-        case Mixer::Attention:
-          l.attn = load_attention(w, m, c.attention);
-          break;
-        case Mixer::Mlp:
-          l.mlp =
-              load_gated_mlp(w, m, h, c.intermediate_size, {.bias = c.mlp_bias, .gated = false});
-          break;
-        case Mixer::Moe:
-          l.moe = load_moe(w, m, h, c.moe, {.shared = "shared_experts."});
-          break;
-      }
-      layers_.push_back(std::move(l));
-    }
-    final_norm_ = w.vector("backbone.norm_f.weight", {h});
-    lm_head_ = load_lm_head(w, c.tie_word_embeddings, embed_, c.vocab_size, h);
-    w.finish(c.architecture);
-    info_ = decoder_info(c, w.matrix_dtype());
+    const Norm rms = final_norm_ = Norm::rms(c.eps);
+    load(
+        ckpt, opts, c,
+        [&](Weights& w, int64_t i, const std::string& p) {
+          const std::string m = p + "mixer.";
+          Layer l;
+          l.norm = rms.load(w, p + "norm.", h);
+          switch (c.mixers[static_cast<size_t>(i)]) {
+            case Mixer::Mamba:
+              l.mamba = load_mamba2_mixer(w, m, c.mamba);
+              break;
+            case Mixer::Attention:
+              l.attn = load_attention(w, m, c.attention);
+              break;
+            case Mixer::Mlp:
+              l.mlp = load_gated_mlp(w, m, h, c.intermediate_size,
+                                     {.bias = c.mlp_bias, .gated = false});
+              break;
+            case Mixer::Moe:
+              l.moe = load_moe(w, m, h, c.moe, {.shared = "shared_experts."});
+              break;
+          }
+          layers_.push_back(std::move(l));
+        },
+        {.embed = "backbone.embeddings.weight",
+         .layers = "backbone.layers.",
+         .final_norm = "backbone.norm_f."},
+        [](Weights& w) {
+          // The multi-token prediction layers (num_nextn_predict_layers) are not part of the
+          // model.
+          w.ignore_if([](const std::string& name) { return name.starts_with("mtp."); });
+        });
   }
 
   // Attention layers keep keys and values, Mamba2 layers their recurrent state, MLP and MoE
@@ -88,45 +90,36 @@ class NemotronHModel : public Decoder {
                      const LayerInputs&) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
     const NemotronHConfig& c = cfg_;
-    const std::string p = cat("layer.", i, ".");
+    const std::string p = layer_prefix(i);
     // The mixer's output is "<prefix>attn_out" for the token mixers, "<prefix>mlp_out" for
     // the others, as module_outputs names transformers' `mixer` by what it is.
     switch (c.mixers[static_cast<size_t>(i)]) {
       case Mixer::Mamba:
-        return g.add(x, blocks::mamba2_mixer(g, g.name(norm(g, x, l.norm), p + "attn_norm"),
+        return g.add(x, blocks::mamba2_mixer(g, g.name(blocks::norm(g, x, l.norm), p + "attn_norm"),
                                              l.mamba, c.mamba, i, p));
       case Mixer::Attention:
-        return g.add(x,
-                     blocks::self_attention(g, g.name(norm(g, x, l.norm), p + "attn_norm"), l.attn,
-                                            c.attention, {.rope_tables = {}, .layer = i}, p));
+        return g.add(
+            x, blocks::self_attention(g, g.name(blocks::norm(g, x, l.norm), p + "attn_norm"),
+                                      l.attn, c.attention, {.rope_tables = {}, .layer = i}, p));
       case Mixer::Mlp:
-        return g.add(x, blocks::gated_mlp(g, g.name(norm(g, x, l.norm), p + "mlp_norm"), l.mlp,
-                                          c.mlp_act, p));
+        return g.add(x, blocks::gated_mlp(g, g.name(blocks::norm(g, x, l.norm), p + "mlp_norm"),
+                                          l.mlp, c.mlp_act, p));
       case Mixer::Moe:
-        return g.add(x,
-                     blocks::moe(g, g.name(norm(g, x, l.norm), p + "mlp_norm"), *l.moe, c.moe, p));
+        return g.add(x, blocks::moe(g, g.name(blocks::norm(g, x, l.norm), p + "mlp_norm"), *l.moe,
+                                    c.moe, p));
     }
     fail("internal: NemotronH layer ", i, " has no mixer");
   }
 
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
-  }
-
  private:
-  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
-    return blocks::rms_norm(g, x, weight, cfg_.eps);
-  }
-
   struct Layer {
-    Tensor norm;
+    Norm norm;
     Mamba2MixerWeights mamba;
     AttentionWeights attn;
     GatedMlpWeights mlp;
     std::optional<MoeWeights> moe;
   };
   NemotronHConfig cfg_;
-  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 

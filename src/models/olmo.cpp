@@ -15,10 +15,7 @@ struct OlmoConfig {
 };
 
 // OlmoLayerNorm: F.layer_norm without weight or bias, at a fixed eps.
-constexpr float kOlmoNormEps = 1e-5f;
-graph::Value olmo_norm(graph::Builder& g, graph::Value x) {
-  return blocks::layer_norm(g, x, {}, kOlmoNormEps);
-}
+const Norm kOlmoNorm = Norm::layer(1e-5f, {.weight = false, .bias = false});
 
 // transformers OlmoModel / OlmoDecoderLayer.
 class OlmoModel : public Decoder {
@@ -27,20 +24,13 @@ class OlmoModel : public Decoder {
       : cfg_(std::move(cfg)) {
     const LlamaFamilyConfig& b = cfg_.base;
     ropes_.emplace_back(b.rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
-    const int64_t h = b.hidden_size;
-    embed_ = w.matrix("model.embed_tokens.weight", {b.vocab_size, h});
-    for (int64_t i = 0; i < b.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
+    final_norm_ = kOlmoNorm;
+    load(ckpt, opts, b, [&](Weights& w, int64_t, const std::string& p) {
       Layer l;
       l.attn = load_attention(w, p + "self_attn.", b.attention);
-      l.mlp = load_gated_mlp(w, p + "mlp.", h, b.intermediate_size);
+      l.mlp = load_gated_mlp(w, p + "mlp.", b.hidden_size, b.intermediate_size);
       layers_.push_back(std::move(l));
-    }
-    lm_head_ = load_lm_head(w, b.tie_word_embeddings, embed_, b.vocab_size, h);
-    w.finish(b.architecture);
-
-    info_ = decoder_info(b, w.matrix_dtype());
+    });
   }
 
  protected:
@@ -48,17 +38,12 @@ class OlmoModel : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    graph::Value a = g.name(olmo_norm(g, x), p + "attn_norm");
-    a = blocks::self_attention(g, a, l.attn, cfg_.base.attention,
-                               {.rope_tables = in.rope_tables[0], .layer = i}, p);
+    const std::string p = layer_prefix(i);
+    graph::Value a = g.name(blocks::norm(g, x, kOlmoNorm), p + "attn_norm");
+    a = blocks::self_attention(g, a, l.attn, cfg_.base.attention, in.attention(i), p);
     x = g.add(x, a);
-    graph::Value m = g.name(olmo_norm(g, x), p + "mlp_norm");
+    graph::Value m = g.name(blocks::norm(g, x, kOlmoNorm), p + "mlp_norm");
     return g.add(x, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p));
-  }
-
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return olmo_norm(g, x);
   }
 
  private:
@@ -75,16 +60,7 @@ class OlmoModel : public Decoder {
 std::unique_ptr<Model> load_olmo(const Checkpoint& ckpt, const ModelOptions& opts) {
   // OlmoConfig defaults.
   OlmoConfig c;
-  c.base = read_llama_family_config(ckpt, {.vocab_size = 50304,
-                                           .hidden_size = 4096,
-                                           .intermediate_size = 11008,
-                                           .num_layers = 32,
-                                           .heads = 32,
-                                           .kv_heads = {},
-                                           .head_dim = {},
-                                           .max_position_embeddings = 2048,
-                                           .tie_word_embeddings = false,
-                                           .hidden_act = nullptr});
+  c.base = read_llama_family_config(ckpt, {.vocab_size = 50304, .hidden_act = nullptr});
   JsonFields f(ckpt.config(), ckpt.config_path());
   c.act = read_activation(f, "hidden_act", "silu", c.base.architecture);
   AttentionSpec& a = c.base.attention;

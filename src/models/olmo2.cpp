@@ -25,25 +25,17 @@ class Olmo2Model : public Decoder {
     for (int r : layer_rope_)
       if (r < 0 || r >= static_cast<int>(ropes_.size()))
         fail("internal: ", cfg_.architecture, ": layer rotary index ", r, " out of range");
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size;
-    embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
+    const Norm rms = final_norm_ = rms_norm_of(cfg_);
+    load(ckpt, opts, cfg_, [&](Weights& w, int64_t i, const std::string& p) {
       Layer l;
-      l.spec = cfg_.attention;
-      l.spec.window = cfg_.layer_windows.at(i);
+      l.spec = layer_attention(cfg_, i);
       l.attn = load_attention(w, p + "self_attn.", l.spec);
-      l.attn_post_norm = w.vector(p + "post_attention_layernorm.weight", {h});
+      l.attn_post_norm = rms.load(w, p + "post_attention_layernorm.", h);
       l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size);
-      l.mlp_post_norm = w.vector(p + "post_feedforward_layernorm.weight", {h});
+      l.mlp_post_norm = rms.load(w, p + "post_feedforward_layernorm.", h);
       layers_.push_back(std::move(l));
-    }
-    final_norm_ = w.vector("model.norm.weight", {h});
-    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
-    w.finish(cfg_.architecture);
-
-    info_ = decoder_info(cfg_, w.matrix_dtype());
+    });
   }
 
   std::vector<LayerStateSpec> layer_states() const override {
@@ -55,34 +47,24 @@ class Olmo2Model : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    const graph::Value tables = in.rope_tables[static_cast<size_t>(layer_rope_[i])];
-    graph::Value a =
-        blocks::self_attention(g, x, l.attn, l.spec, {.rope_tables = tables, .layer = i}, p);
-    x = g.add(x, g.name(norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
+    const std::string p = layer_prefix(i);
+    const auto ai = in.attention(i, static_cast<size_t>(layer_rope_[i]));
+    graph::Value a = blocks::self_attention(g, x, l.attn, l.spec, ai, p);
+    x = g.add(x, g.name(blocks::norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
     // Olmo2MLP: down(act(gate(x)) * up(x)), act silu (the one hidden_act read accepts).
     graph::Value m = blocks::gated_mlp(g, x, l.mlp, cfg_.mlp_act, p);
-    return g.add(x, g.name(norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
-  }
-
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
+    return g.add(x, g.name(blocks::norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
   }
 
  private:
-  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
-    return blocks::rms_norm(g, x, weight, cfg_.rms_norm_eps);
-  }
-
   struct Layer {
     AttentionSpec spec;
-    Tensor attn_post_norm, mlp_post_norm;
+    Norm attn_post_norm, mlp_post_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   LlamaFamilyConfig cfg_;
   std::vector<int> layer_rope_;
-  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 
@@ -95,16 +77,7 @@ std::unique_ptr<Model> build_olmo2_decoder(const Checkpoint& ckpt, Olmo2Config c
 
 std::unique_ptr<Model> load_olmo2(const Checkpoint& ckpt, const ModelOptions& opts) {
   // Olmo2Config defaults.
-  LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 50304,
-                                                        .hidden_size = 4096,
-                                                        .intermediate_size = 11008,
-                                                        .num_layers = 32,
-                                                        .heads = 32,
-                                                        .kv_heads = {},
-                                                        .head_dim = {},
-                                                        .max_position_embeddings = 2048,
-                                                        .tie_word_embeddings = false,
-                                                        .rms_norm_eps = 1e-5});
+  LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 50304, .rms_norm_eps = 1e-5});
   JsonFields f(ckpt.config(), ckpt.config_path());
   c.attention.qkv_bias = c.attention.o_bias = f.get_or<bool>("attention_bias", false);
   c.attention.qk_norm = QkNorm::RmsAcrossHeads;

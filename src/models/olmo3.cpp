@@ -58,17 +58,8 @@ std::vector<RopeConfig> read_olmo3_ropes(const JsonFields& f, int64_t head_dim,
 
 std::unique_ptr<Model> load_olmo3(const Checkpoint& ckpt, const ModelOptions& opts) {
   // Olmo3Config defaults.
-  LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 50304,
-                                                        .hidden_size = 4096,
-                                                        .intermediate_size = 11008,
-                                                        .num_layers = 32,
-                                                        .heads = 32,
-                                                        .kv_heads = {},
-                                                        .head_dim = {},
-                                                        .max_position_embeddings = 2048,
-                                                        .tie_word_embeddings = false,
-                                                        .rope_theta = 500000.0,
-                                                        .rms_norm_eps = 1e-5});
+  LlamaFamilyConfig c = read_llama_family_config(
+      ckpt, {.vocab_size = 50304, .rope_theta = 500000.0, .rms_norm_eps = 1e-5});
   JsonFields f(ckpt.config(), ckpt.config_path());
   c.attention.qkv_bias = c.attention.o_bias = f.get_or<bool>("attention_bias", false);
   c.attention.qk_norm = QkNorm::RmsAcrossHeads;  // Olmo3Attention's q_norm / k_norm

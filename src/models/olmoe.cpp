@@ -13,10 +13,7 @@ std::unique_ptr<Model> load_olmoe(const Checkpoint& ckpt, const ModelOptions& op
                                                         .intermediate_size = 2048,
                                                         .num_layers = 16,
                                                         .heads = 16,
-                                                        .kv_heads = {},
-                                                        .head_dim = {},
                                                         .max_position_embeddings = 4096,
-                                                        .tie_word_embeddings = false,
                                                         .rms_norm_eps = 1e-5});
   JsonFields f(ckpt.config(), ckpt.config_path());
   c.attention.qkv_bias = c.attention.o_bias = f.get_or<bool>("attention_bias", false);

@@ -33,7 +33,7 @@ class OptModel : public Decoder {
     const int64_t h = cfg_.hidden_size, proj = cfg_.word_embed_proj_dim, ffn = cfg_.ffn_dim;
     const bool bias = cfg_.enable_bias;
     const std::string d =
-        base_model_prefix(w, "model.", "decoder.embed_tokens.weight") + "decoder.";
+        base_model_prefix(ckpt, "model.", "decoder.embed_tokens.weight") + "decoder.";
     embed_ = w.matrix(d + "embed_tokens.weight", {cfg_.vocab_size, proj});
     positions_ =
         w.matrix(d + "embed_positions.weight", {cfg_.max_position_embeddings + kPositionOffset, h});
@@ -81,8 +81,8 @@ class OptModel : public Decoder {
     const Layer& l = layers_[static_cast<size_t>(i)];
     const std::string p = cat("layer.", i, ".");
     const bool pre = cfg_.do_layer_norm_before;
-    auto ln = [&](graph::Value v, const NormWeights& w, const std::string& name) {
-      return g.name(blocks::layer_norm(g, v, w, kLayerNormEps), p + name);
+    auto ln = [&](graph::Value v, const Norm& n, const std::string& name) {
+      return g.name(blocks::norm(g, v, n), p + name);
     };
     graph::Value a = pre ? ln(x, l.attn_norm, "attn_norm") : x;
     x = g.add(x, blocks::self_attention(g, a, l.attn, cfg_.attention,
@@ -95,25 +95,25 @@ class OptModel : public Decoder {
 
   // OPTDecoder: final_layer_norm, then project_out.
   graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    if (cfg_.final_layer_norm) x = blocks::layer_norm(g, x, final_norm_, kLayerNormEps);
+    if (cfg_.final_layer_norm) x = blocks::norm(g, x, final_norm_);
     return project_out_.defined() ? blocks::linear(g, x, project_out_) : x;
   }
 
  private:
   // layer_norm_elementwise_affine false: LayerNorm without weight or bias.
-  NormWeights norm(Weights& w, const std::string& prefix) const {
-    return load_layer_norm(w, prefix, cfg_.hidden_size,
-                           {.weight = cfg_.layer_norm_affine, .bias = cfg_.layer_norm_affine});
+  Norm norm(Weights& w, const std::string& prefix) const {
+    const bool affine = cfg_.layer_norm_affine;
+    return Norm::layer(kLayerNormEps, {.weight = affine, .bias = affine})
+        .load(w, prefix, cfg_.hidden_size);
   }
 
   struct Layer {
-    NormWeights attn_norm, mlp_norm;
+    Norm attn_norm, mlp_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   OptConfig cfg_;
   Tensor positions_, project_in_, project_out_;
-  NormWeights final_norm_;
   std::vector<Layer> layers_;
 };
 

@@ -11,15 +11,9 @@
 namespace lathe {
 namespace {
 
-struct PhiConfig {
-  std::string architecture;
-  int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_layers = 0;
-  int64_t max_position_embeddings = 0;
+struct PhiConfig : DecoderConfig {
   float layer_norm_eps = 1e-5f;
-  bool tie_word_embeddings = false;
   graph::Activation act = graph::Activation::GeluTanh;
-  AttentionSpec attention;
-  RopeConfig rope;
 };
 
 // transformers PhiModel / PhiDecoderLayer: x + attn(ln(x)) + mlp(ln(x)).
@@ -27,32 +21,29 @@ class PhiModel : public Decoder {
  public:
   PhiModel(const Checkpoint& ckpt, PhiConfig cfg, const ModelOptions& opts) : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size;
     const AttentionSpec& s = cfg_.attention;
-    embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
-      Layer l;
-      l.norm = load_layer_norm(w, p + "input_layernorm.", h);
-      l.attn = load_attention(w, p + "self_attn.", s, "dense");
-      if (s.qk_norm == QkNorm::LayerPerHead) {  // nn.LayerNorm(head_dim), one for all heads
-        const NormWeights q = load_layer_norm(w, p + "self_attn.q_layernorm.", s.head_dim);
-        const NormWeights k = load_layer_norm(w, p + "self_attn.k_layernorm.", s.head_dim);
-        l.attn.q_norm = q.weight;
-        l.attn.q_norm_bias = q.bias;
-        l.attn.k_norm = k.weight;
-        l.attn.k_norm_bias = k.bias;
-      }
-      l.mlp = load_linear_mlp(w, p + "mlp.", "fc1", "fc2", h, cfg_.intermediate_size);
-      layers_.push_back(std::move(l));
-    }
-    final_norm_ = load_layer_norm(w, "model.final_layernorm.", h);
-    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
-    lm_head_bias_ = w.vector("lm_head.bias", {cfg_.vocab_size});
-    w.finish(cfg_.architecture);
-
-    info_ = decoder_info(cfg_, w.matrix_dtype());
+    const Norm ln = final_norm_ = Norm::layer(cfg_.layer_norm_eps);
+    load(
+        ckpt, opts, cfg_,
+        [&](Weights& w, int64_t, const std::string& p) {
+          Layer l;
+          l.norm = ln.load(w, p + "input_layernorm.", h);
+          l.attn = load_attention(w, p + "self_attn.", s, "dense");
+          if (s.qk_norm == QkNorm::LayerPerHead) {  // nn.LayerNorm(head_dim), one for all heads
+            const NormWeights q = load_layer_norm(w, p + "self_attn.q_layernorm.", s.head_dim);
+            const NormWeights k = load_layer_norm(w, p + "self_attn.k_layernorm.", s.head_dim);
+            l.attn.q_norm = q.weight;
+            l.attn.q_norm_bias = q.bias;
+            l.attn.k_norm = k.weight;
+            l.attn.k_norm_bias = k.bias;
+          }
+          l.mlp = load_linear_mlp(w, p + "mlp.", "fc1", "fc2", h, cfg_.intermediate_size);
+          layers_.push_back(std::move(l));
+        },
+        {.final_norm = "model.final_layernorm."},
+        // PhiForCausalLM: lm_head has a bias.
+        [&](Weights& w) { lm_head_bias_ = w.vector("lm_head.bias", {cfg_.vocab_size}); });
   }
 
  protected:
@@ -60,36 +51,21 @@ class PhiModel : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    const graph::Value normed = g.name(norm(g, x, l.norm), p + "attn_norm");
-    const graph::Value a = blocks::self_attention(
-        g, normed, l.attn, cfg_.attention, {.rope_tables = in.rope_tables[0], .layer = i}, p);
+    const std::string p = layer_prefix(i);
+    const graph::Value normed = g.name(blocks::norm(g, x, l.norm), p + "attn_norm");
+    const graph::Value a =
+        blocks::self_attention(g, normed, l.attn, cfg_.attention, in.attention(i), p);
     const graph::Value m = blocks::gated_mlp(g, normed, l.mlp, cfg_.act, p);
     return g.add(x, g.add(a, m));
   }
 
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
-  }
-
-  // PhiForCausalLM: lm_head has a bias.
-  graph::Value head(graph::Builder& g, graph::Value x) const override {
-    return blocks::linear(g, x, lm_head_, lm_head_bias_);
-  }
-
  private:
-  graph::Value norm(graph::Builder& g, graph::Value x, const NormWeights& w) const {
-    return blocks::layer_norm(g, x, w, cfg_.layer_norm_eps);
-  }
-
   struct Layer {
-    NormWeights norm;
+    Norm norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   PhiConfig cfg_;
-  Tensor lm_head_bias_;
-  NormWeights final_norm_;
   std::vector<Layer> layers_;
 };
 

@@ -16,36 +16,25 @@ class Phi3Model : public Decoder {
   Phi3Model(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size, inter = cfg_.intermediate_size;
     const AttentionSpec& s = cfg_.attention;
     const int64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
-    embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
+    const Norm rms = final_norm_ = rms_norm_of(cfg_);
+    load(ckpt, opts, cfg_, [&](Weights& w, int64_t i, const std::string& p) {
       Layer l;
-      l.spec = s;
-      l.spec.window = cfg_.layer_windows.at(i);
-      l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
+      l.spec = layer_attention(cfg_, i);
+      l.attn_norm = rms.load(w, p + "input_layernorm.", h);
       // Phi3Attention slices qkv_proj's output as [q | k | v]: the same rows of the weight.
       const Tensor qkv = w.matrix(p + "self_attn.qkv_proj.weight", {q_out + 2 * kv_out, h});
       l.attn.q = matrix_rows(qkv, 0, q_out);
       l.attn.k = matrix_rows(qkv, q_out, kv_out);
       l.attn.v = matrix_rows(qkv, q_out + kv_out, kv_out);
       l.attn.o = w.matrix(p + "self_attn.o_proj.weight", {h, q_out});
-      l.mlp_norm = w.vector(p + "post_attention_layernorm.weight", {h});
+      l.mlp_norm = rms.load(w, p + "post_attention_layernorm.", h);
       // Phi3MLP: gate, up = gate_up_proj(x).chunk(2).
-      const Tensor gate_up = w.matrix(p + "mlp.gate_up_proj.weight", {2 * inter, h});
-      l.mlp.gate = matrix_rows(gate_up, 0, inter);
-      l.mlp.up = matrix_rows(gate_up, inter, inter);
-      l.mlp.down = w.matrix(p + "mlp.down_proj.weight", {h, inter});
+      l.mlp = load_fused_gate_up_mlp(w, p + "mlp.", h, inter);
       layers_.push_back(std::move(l));
-    }
-    final_norm_ = w.vector("model.norm.weight", {h});
-    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
-    w.finish(cfg_.architecture);
-
-    info_ = decoder_info(cfg_, w.matrix_dtype());
+    });
     // Only longrope depends on the length; with other schedules the rebuild would compute
     // the same keys again.
     if (cfg_.rope.kind == RopeKind::LongRope)
@@ -61,32 +50,22 @@ class Phi3Model : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
-    a = blocks::self_attention(g, a, l.attn, l.spec, {.rope_tables = in.rope_tables[0], .layer = i},
-                               p);
+    const std::string p = layer_prefix(i);
+    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
+    a = blocks::self_attention(g, a, l.attn, l.spec, in.attention(i), p);
     x = g.add(x, a);
-    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
     return g.add(x, blocks::gated_mlp(g, m, l.mlp, graph::Activation::Silu, p));
   }
 
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
-  }
-
  private:
-  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
-    return blocks::rms_norm(g, x, weight, cfg_.rms_norm_eps);
-  }
-
   struct Layer {
     AttentionSpec spec;
-    Tensor attn_norm, mlp_norm;
+    Norm attn_norm, mlp_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   LlamaFamilyConfig cfg_;
-  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 
@@ -97,12 +76,7 @@ std::unique_ptr<Model> load_phi3(const Checkpoint& ckpt, const ModelOptions& opt
   LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 32064,
                                                         .hidden_size = 3072,
                                                         .intermediate_size = 8192,
-                                                        .num_layers = 32,
-                                                        .heads = 32,
-                                                        .kv_heads = {},
-                                                        .head_dim = {},
                                                         .max_position_embeddings = 4096,
-                                                        .tie_word_embeddings = false,
                                                         .rms_norm_eps = 1e-5});
   JsonFields f(ckpt.config(), ckpt.config_path());
   // Phi3Config renames rope types "su" and "yarn" to "longrope"; lathe's rope reader would

@@ -27,25 +27,23 @@ class PhimoeModel : public Decoder {
       : cfg_(std::move(cfg)) {
     const LlamaFamilyConfig& c = cfg_.base;
     ropes_.emplace_back(c.rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = c.hidden_size;
-    embed_ = w.matrix("model.embed_tokens.weight", {c.vocab_size, h});
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
-      AttentionSpec spec = c.attention;
-      spec.window = c.layer_windows.at(static_cast<size_t>(i));
-      layers_.push_back({.spec = spec,
-                         .attn_norm = load_layer_norm(w, p + "input_layernorm.", h),
-                         .mlp_norm = load_layer_norm(w, p + "post_attention_layernorm.", h),
-                         .attn = load_attention(w, p + "self_attn.", spec),
-                         .moe = load_moe(w, p + "block_sparse_moe.", h, cfg_.moe,
-                                         {.gate = "w1", .up = "w3", .down = "w2"})});
-    }
-    final_norm_ = load_layer_norm(w, "model.norm.", h);
-    lm_head_ = load_lm_head(w, c.tie_word_embeddings, embed_, c.vocab_size, h);
-    if (cfg_.lm_head_bias) lm_head_bias_ = w.vector("lm_head.bias", {c.vocab_size});
-    w.finish(c.architecture);
-    info_ = decoder_info(c, w.matrix_dtype());
+    const Norm ln = final_norm_ = Norm::layer(c.rms_norm_eps);
+    load(
+        ckpt, opts, c,
+        [&](Weights& w, int64_t i, const std::string& p) {
+          const AttentionSpec spec = layer_attention(c, i);
+          layers_.push_back({.spec = spec,
+                             .attn_norm = ln.load(w, p + "input_layernorm.", h),
+                             .mlp_norm = ln.load(w, p + "post_attention_layernorm.", h),
+                             .attn = load_attention(w, p + "self_attn.", spec),
+                             .moe = load_moe(w, p + "block_sparse_moe.", h, cfg_.moe,
+                                             {.gate = "w1", .up = "w3", .down = "w2"})});
+        },
+        {},
+        [&](Weights& w) {
+          if (cfg_.lm_head_bias) lm_head_bias_ = w.vector("lm_head.bias", {c.vocab_size});
+        });
     // PhimoeForCausalLM.prepare_inputs_for_generation recomputes the cache once the sequence
     // passes original_max_position_embeddings (the rotary scale changes there).
     if (c.rope.kind == RopeKind::LongRope)
@@ -60,36 +58,22 @@ class PhimoeModel : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
+    const std::string p = layer_prefix(i);
+    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
     x = g.add(x, blocks::self_attention(g, a, l.attn, l.spec,
                                         {.rope_tables = in.rope_tables[0], .layer = i}, p));
-    const graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    const graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
     return g.add(x, blocks::moe(g, m, l.moe, cfg_.moe, p));
   }
 
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
-  }
-
-  graph::Value head(graph::Builder& g, graph::Value x) const override {
-    return blocks::linear(g, x, lm_head_, lm_head_bias_);
-  }
-
  private:
-  graph::Value norm(graph::Builder& g, graph::Value x, const NormWeights& w) const {
-    return blocks::layer_norm(g, x, w, cfg_.base.rms_norm_eps);
-  }
-
   struct Layer {
     AttentionSpec spec;
-    NormWeights attn_norm, mlp_norm;
+    Norm attn_norm, mlp_norm;
     AttentionWeights attn;
     MoeWeights moe;
   };
   PhimoeConfig cfg_;
-  NormWeights final_norm_;
-  Tensor lm_head_bias_;
   std::vector<Layer> layers_;
 };
 
@@ -101,14 +85,9 @@ std::unique_ptr<Model> load_phimoe(const Checkpoint& ckpt, const ModelOptions& o
   PhimoeConfig c;
   c.base = read_llama_family_config(ckpt, f,
                                     {.vocab_size = 32064,
-                                     .hidden_size = 4096,
                                      .intermediate_size = 6400,
-                                     .num_layers = 32,
-                                     .heads = 32,
                                      .kv_heads = 8,
-                                     .head_dim = {},
                                      .max_position_embeddings = 4096 * 32,
-                                     .tie_word_embeddings = false,
                                      .hidden_act = "silu",
                                      .rope_theta = 1e6,
                                      .rms_norm_eps = 1e-5});

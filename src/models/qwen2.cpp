@@ -8,14 +8,9 @@ namespace lathe {
 std::unique_ptr<Model> load_qwen2(const Checkpoint& ckpt, const ModelOptions& opts) {
   // Qwen2Config defaults.
   LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 151936,
-                                                        .hidden_size = 4096,
                                                         .intermediate_size = 22016,
-                                                        .num_layers = 32,
-                                                        .heads = 32,
                                                         .kv_heads = 32,
-                                                        .head_dim = {},
-                                                        .max_position_embeddings = 32768,
-                                                        .tie_word_embeddings = false});
+                                                        .max_position_embeddings = 32768});
   JsonFields f(ckpt.config(), ckpt.config_path());
   c.attention.qkv_bias = true;
   c.layer_windows = read_qwen_layer_windows(f, c.num_layers);

@@ -16,9 +16,7 @@ std::unique_ptr<Model> load_qwen2_moe(const Checkpoint& ckpt, const ModelOptions
                                                         .num_layers = 24,
                                                         .heads = 16,
                                                         .kv_heads = 16,
-                                                        .head_dim = {},
-                                                        .max_position_embeddings = 32768,
-                                                        .tie_word_embeddings = false});
+                                                        .max_position_embeddings = 32768});
   JsonFields f(ckpt.config(), ckpt.config_path());
   c.attention.qkv_bias = f.get_or<bool>("qkv_bias", true);
   // Qwen2MoeConfig: with use_sliding_window, the odd-numbered layers (i + 1 odd) below

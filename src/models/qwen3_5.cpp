@@ -19,14 +19,11 @@ namespace {
 
 // Qwen3_5TextConfig and Qwen3_5MoeTextConfig defaults (the MoE one has no intermediate_size).
 constexpr LlamaFamilyDefaults kQwen35 = {.vocab_size = 248320,
-                                         .hidden_size = 4096,
                                          .intermediate_size = 12288,
-                                         .num_layers = 32,
                                          .heads = 16,
                                          .kv_heads = 4,
                                          .head_dim = 256,
-                                         .max_position_embeddings = 32768,
-                                         .tie_word_embeddings = false};
+                                         .max_position_embeddings = 32768};
 
 // config.json, or the text_config of a multimodal one (which then holds tie_word_embeddings
 // at its top level).

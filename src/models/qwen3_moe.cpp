@@ -13,11 +13,8 @@ std::unique_ptr<Model> load_qwen3_moe(const Checkpoint& ckpt, const ModelOptions
                                                         .hidden_size = 2048,
                                                         .intermediate_size = 6144,
                                                         .num_layers = 24,
-                                                        .heads = 32,
                                                         .kv_heads = 4,
-                                                        .head_dim = {},
-                                                        .max_position_embeddings = 32768,
-                                                        .tie_word_embeddings = false});
+                                                        .max_position_embeddings = 32768});
   JsonFields f(ckpt.config(), ckpt.config_path());
   c.attention.qkv_bias = c.attention.o_bias = f.get_or<bool>("attention_bias", false);
   c.attention.qk_norm = QkNorm::RmsPerHead;

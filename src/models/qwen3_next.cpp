@@ -21,34 +21,35 @@ class Qwen3HybridModel : public Decoder {
       : cfg_(std::move(cfg)) {
     const LlamaFamilyConfig& c = cfg_.base;
     ropes_.emplace_back(c.rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
-    // The multi-token prediction layers published checkpoints carry (mtp.*), which
-    // transformers leaves unloaded (_keys_to_ignore_on_load_unexpected).
-    w.ignore_if([](const std::string& name) { return name.starts_with("mtp."); });
-    if (!cfg_.ignored_prefix.empty())
-      w.ignore_if([&](const std::string& name) { return name.starts_with(cfg_.ignored_prefix); });
     const int64_t h = c.hidden_size;
     const std::string& m = cfg_.prefix;
-    embed_ = w.matrix(m + "embed_tokens.weight", {c.vocab_size, h});
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      const std::string p = cat(m, "layers.", i, ".");
-      Layer l;
-      l.attn_norm = w.vector(p + "input_layernorm.weight", {h});
-      if (cfg_.layer_linear.at(i))
-        l.linear = load_gated_deltanet(w, p + "linear_attn.", cfg_.linear);
-      else
-        l.attn = load_attention(w, p + "self_attn.", c.attention);
-      l.mlp_norm = w.vector(p + "post_attention_layernorm.weight", {h});
-      if (c.moe && c.layer_moe.at(i))
-        l.moe = load_moe(w, p + "mlp.", h, *c.moe, c.moe_names);
-      else
-        l.mlp = load_gated_mlp(w, p + "mlp.", h, c.intermediate_size);
-      layers_.push_back(std::move(l));
-    }
-    final_norm_ = w.vector(m + "norm.weight", {h});
-    lm_head_ = load_lm_head(w, c.tie_word_embeddings, embed_, c.vocab_size, h);
-    w.finish(c.architecture);
-    info_ = decoder_info(c, w.matrix_dtype());
+    // Qwen3NextRMSNorm: x / rms(x) * (1 + weight).
+    const Norm rms = final_norm_ = Norm::rms(c.rms_norm_eps, 1.0f);
+    load(
+        ckpt, opts, c,
+        [&](Weights& w, int64_t i, const std::string& p) {
+          Layer l;
+          l.attn_norm = rms.load(w, p + "input_layernorm.", h);
+          if (cfg_.layer_linear.at(i))
+            l.linear = load_gated_deltanet(w, p + "linear_attn.", cfg_.linear);
+          else
+            l.attn = load_attention(w, p + "self_attn.", c.attention);
+          l.mlp_norm = rms.load(w, p + "post_attention_layernorm.", h);
+          if (c.moe && c.layer_moe.at(i))
+            l.moe = load_moe(w, p + "mlp.", h, *c.moe, c.moe_names);
+          else
+            l.mlp = load_gated_mlp(w, p + "mlp.", h, c.intermediate_size);
+          layers_.push_back(std::move(l));
+        },
+        {.embed = m + "embed_tokens.weight", .layers = m + "layers.", .final_norm = m + "norm."},
+        [&](Weights& w) {
+          // The multi-token prediction layers published checkpoints carry (mtp.*), which
+          // transformers leaves unloaded (_keys_to_ignore_on_load_unexpected).
+          w.ignore_if([](const std::string& name) { return name.starts_with("mtp."); });
+          if (!cfg_.ignored_prefix.empty())
+            w.ignore_if(
+                [&](const std::string& name) { return name.starts_with(cfg_.ignored_prefix); });
+        });
     if (!cfg_.ignored_prefix.empty()) {
       int64_t skipped = 0;
       for (const std::string& name : ckpt.tensor_names())
@@ -70,36 +71,27 @@ class Qwen3HybridModel : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
+    const std::string p = layer_prefix(i);
+    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
     a = l.linear ? blocks::gated_deltanet(g, a, *l.linear, cfg_.linear, i, p)
                  : blocks::self_attention(g, a, l.attn, cfg_.base.attention,
                                           {.rope_tables = in.rope_tables[0], .layer = i}, p);
     x = g.add(x, a);
-    graph::Value mn = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    graph::Value mn = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
     return g.add(x, l.moe ? blocks::moe(g, mn, *l.moe, *cfg_.base.moe, p)
                           : blocks::gated_mlp(g, mn, l.mlp, cfg_.base.mlp_act, p));
   }
 
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
-  }
-
  private:
   // Qwen3NextRMSNorm: x / rms(x) * (1 + weight).
-  graph::Value norm(graph::Builder& g, graph::Value x, const Tensor& weight) const {
-    return blocks::rms_norm(g, x, weight, cfg_.base.rms_norm_eps, 1.0f);
-  }
-
   struct Layer {
-    Tensor attn_norm, mlp_norm;
+    Norm attn_norm, mlp_norm;
     std::optional<GatedDeltaNetWeights> linear;  // linear-attention layers
     AttentionWeights attn;                       // full-attention layers
     GatedMlpWeights mlp;
     std::optional<MoeWeights> moe;  // instead of mlp on the layers that run experts
   };
   Qwen3HybridConfig cfg_;
-  Tensor final_norm_;
   std::vector<Layer> layers_;
 };
 

@@ -10,14 +10,12 @@ namespace lathe {
 std::unique_ptr<Model> load_seed_oss(const Checkpoint& ckpt, const ModelOptions& opts) {
   // SeedOssConfig defaults.
   LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 155136,
-                                                        .hidden_size = 4096,
                                                         .intermediate_size = 27648,
                                                         .num_layers = 64,
                                                         .heads = 80,
                                                         .kv_heads = 8,
                                                         .head_dim = 128,
-                                                        .max_position_embeddings = 524288,
-                                                        .tie_word_embeddings = false});
+                                                        .max_position_embeddings = 524288});
   JsonFields f(ckpt.config(), ckpt.config_path());
   c.attention.qkv_bias = f.get_or<bool>("attention_bias", true);
   c.attention.o_bias = f.get_or<bool>("attention_out_bias", false);

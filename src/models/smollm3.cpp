@@ -12,11 +12,9 @@ std::unique_ptr<Model> load_smollm3(const Checkpoint& ckpt, const ModelOptions& 
   // SmolLM3Config defaults (default_theta 2e6).
   LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 128256,
                                                         .hidden_size = 2048,
-                                                        .intermediate_size = 11008,
                                                         .num_layers = 36,
                                                         .heads = 16,
                                                         .kv_heads = 4,
-                                                        .head_dim = {},
                                                         .max_position_embeddings = 32768,
                                                         .tie_word_embeddings = true,
                                                         .rope_theta = 2000000.0});

@@ -12,16 +12,10 @@
 namespace lathe {
 namespace {
 
-struct StableLmConfig {
-  std::string architecture;
-  int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_layers = 0;
-  int64_t max_position_embeddings = 0;
+struct StableLmConfig : DecoderConfig {
   float layer_norm_eps = 1e-5f;
-  bool tie_word_embeddings = false;
   bool use_parallel_residual = false;
   graph::Activation act = graph::Activation::Silu;
-  AttentionSpec attention;
-  RopeConfig rope;
 };
 
 // transformers StableLmModel / StableLmDecoderLayer.
@@ -30,16 +24,13 @@ class StableLmModel : public Decoder {
   StableLmModel(const Checkpoint& ckpt, StableLmConfig cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.rope);
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = cfg_.hidden_size;
     const AttentionSpec& s = cfg_.attention;
-    embed_ = w.matrix("model.embed_tokens.weight", {cfg_.vocab_size, h});
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
+    const Norm ln = final_norm_ = Norm::layer(cfg_.layer_norm_eps);
+    load(ckpt, opts, cfg_, [&](Weights& w, int64_t, const std::string& p) {
       Layer l;
-      l.attn_norm = load_layer_norm(w, p + "input_layernorm.", h);
-      if (!cfg_.use_parallel_residual)
-        l.mlp_norm = load_layer_norm(w, p + "post_attention_layernorm.", h);
+      l.attn_norm = ln.load(w, p + "input_layernorm.", h);
+      if (!cfg_.use_parallel_residual) l.mlp_norm = ln.load(w, p + "post_attention_layernorm.", h);
       l.attn = load_attention(w, p + "self_attn.", s);
       if (s.qk_norm == QkNorm::LayerPerHead) {
         l.attn.q_norm = per_head_norm(w, p + "self_attn.q_layernorm.", s.heads, s.head_dim);
@@ -47,12 +38,7 @@ class StableLmModel : public Decoder {
       }
       l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size);
       layers_.push_back(std::move(l));
-    }
-    final_norm_ = load_layer_norm(w, "model.norm.", h);
-    lm_head_ = load_lm_head(w, cfg_.tie_word_embeddings, embed_, cfg_.vocab_size, h);
-    w.finish(cfg_.architecture);
-
-    info_ = decoder_info(cfg_, w.matrix_dtype());
+    });
   }
 
  protected:
@@ -61,26 +47,18 @@ class StableLmModel : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    const graph::Value normed = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
-    const graph::Value a = blocks::self_attention(
-        g, normed, l.attn, cfg_.attention, {.rope_tables = in.rope_tables[0], .layer = i}, p);
+    const std::string p = layer_prefix(i);
+    const graph::Value normed = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
+    const graph::Value a =
+        blocks::self_attention(g, normed, l.attn, cfg_.attention, in.attention(i), p);
     if (cfg_.use_parallel_residual)
       return g.add(x, g.add(a, blocks::gated_mlp(g, normed, l.mlp, cfg_.act, p)));
     x = g.add(x, a);
-    const graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    const graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
     return g.add(x, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p));
   }
 
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
-  }
-
  private:
-  graph::Value norm(graph::Builder& g, graph::Value x, const NormWeights& w) const {
-    return blocks::layer_norm(g, x, w, cfg_.layer_norm_eps);
-  }
-
   // StableLmLayerNormPerHead: one bias-free nn.LayerNorm(head_dim) per head (norms.<h>),
   // gathered into one [heads, head_dim] weight that the layer_norm op cycles through.
   static Tensor per_head_norm(Weights& w, const std::string& prefix, int64_t heads,
@@ -92,12 +70,11 @@ class StableLmModel : public Decoder {
   }
 
   struct Layer {
-    NormWeights attn_norm, mlp_norm;
+    Norm attn_norm, mlp_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;
   };
   StableLmConfig cfg_;
-  NormWeights final_norm_;
   std::vector<Layer> layers_;
 };
 

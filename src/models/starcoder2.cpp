@@ -24,26 +24,18 @@ class Starcoder2Model : public Decoder {
       : cfg_(std::move(cfg)) {
     ropes_.emplace_back(cfg_.base.rope);
     const LlamaFamilyConfig& b = cfg_.base;
-    Weights w(ckpt, opts.dtype, !opts.dequantize_fp8);
     const int64_t h = b.hidden_size, inter = b.intermediate_size;
-    embed_ = w.matrix("model.embed_tokens.weight", {b.vocab_size, h});
-    for (int64_t i = 0; i < b.num_layers; ++i) {
-      const std::string p = cat("model.layers.", i, ".");
+    const Norm ln = final_norm_ = Norm::layer(cfg_.norm_epsilon);
+    load(ckpt, opts, b, [&](Weights& w, int64_t i, const std::string& p) {
       Layer l;
-      l.spec = b.attention;
-      l.spec.window = b.layer_windows.at(i);
-      l.attn_norm = load_layer_norm(w, p + "input_layernorm.", h);
+      l.spec = layer_attention(b, i);
+      l.attn_norm = ln.load(w, p + "input_layernorm.", h);
       l.attn = load_attention(w, p + "self_attn.", l.spec);
-      l.mlp_norm = load_layer_norm(w, p + "post_attention_layernorm.", h);
+      l.mlp_norm = ln.load(w, p + "post_attention_layernorm.", h);
       // Starcoder2MLP: c_proj(act(c_fc(x))), an ungated MLP.
       l.mlp = load_linear_mlp(w, p + "mlp.", "c_fc", "c_proj", h, inter, cfg_.use_bias);
       layers_.push_back(std::move(l));
-    }
-    final_norm_ = load_layer_norm(w, "model.norm.", h);
-    lm_head_ = load_lm_head(w, b.tie_word_embeddings, embed_, b.vocab_size, h);
-    w.finish(b.architecture);
-
-    info_ = decoder_info(b, w.matrix_dtype());
+    });
   }
 
   std::vector<LayerStateSpec> layer_states() const override {
@@ -54,32 +46,22 @@ class Starcoder2Model : public Decoder {
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
     const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = cat("layer.", i, ".");
-    graph::Value a = g.name(norm(g, x, l.attn_norm), p + "attn_norm");
-    a = blocks::self_attention(g, a, l.attn, l.spec, {.rope_tables = in.rope_tables[0], .layer = i},
-                               p);
+    const std::string p = layer_prefix(i);
+    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
+    a = blocks::self_attention(g, a, l.attn, l.spec, in.attention(i), p);
     x = g.add(x, a);
-    graph::Value m = g.name(norm(g, x, l.mlp_norm), p + "mlp_norm");
+    graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
     return g.add(x, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p));
   }
 
-  graph::Value final_norm(graph::Builder& g, graph::Value x) const override {
-    return norm(g, x, final_norm_);
-  }
-
  private:
-  graph::Value norm(graph::Builder& g, graph::Value x, const NormWeights& w) const {
-    return blocks::layer_norm(g, x, w, cfg_.norm_epsilon);
-  }
-
   struct Layer {
     AttentionSpec spec;
-    NormWeights attn_norm, mlp_norm;
+    Norm attn_norm, mlp_norm;
     AttentionWeights attn;
     GatedMlpWeights mlp;  // up (c_fc) and down (c_proj) only
   };
   Starcoder2Config cfg_;
-  NormWeights final_norm_;
   std::vector<Layer> layers_;
 };
 
@@ -94,7 +76,6 @@ std::unique_ptr<Model> load_starcoder2(const Checkpoint& ckpt, const ModelOption
                                            .num_layers = 30,
                                            .heads = 24,
                                            .kv_heads = 2,
-                                           .head_dim = {},
                                            .max_position_embeddings = 4096,
                                            .tie_word_embeddings = true,
                                            .hidden_act = nullptr});
