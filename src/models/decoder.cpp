@@ -39,6 +39,51 @@ void Decoder::load(Weights& w, const DecoderSizes& c, const LoadLayer& load_laye
   w.finish(c.architecture);
 }
 
+void DecoderLayer::load_norms(Weights& w, const std::string& prefix, const Norm& norm, int64_t dim,
+                              const NormNames& names) {
+  const auto load = [&](const std::string& name) -> std::optional<Norm> {
+    if (name.empty()) return std::nullopt;
+    return norm.load(w, prefix + name, dim);
+  };
+  attn_norm = load(names.attn_norm);
+  attn_post_norm = load(names.attn_post_norm);
+  mlp_norm = load(names.mlp_norm);
+  mlp_post_norm = load(names.mlp_post_norm);
+}
+
+graph::Value DecoderLayer::forward(graph::Builder& g, graph::Value x,
+                                   const blocks::AttentionInputs& ai, const std::string& p) const {
+  const auto normed = [&](graph::Value v, const std::optional<Norm>& n, const char* name) {
+    return n ? g.name(blocks::norm(g, v, *n), p + name) : v;
+  };
+  graph::Value a = normed(x, attn_norm, "attn_norm");
+  if (parallel) {
+    const graph::Value attn_out = blocks::self_attention(g, a, attn, spec, ai, p);
+    return g.add(x, g.add(attn_out, blocks::gated_mlp(g, a, mlp, act, p)));
+  }
+  a = blocks::self_attention(g, a, attn, spec, ai, p);
+  x = g.add(x, normed(a, attn_post_norm, "post_attn_norm"));
+  graph::Value m = normed(x, mlp_norm, "mlp_norm");
+  m = blocks::gated_mlp(g, m, mlp, act, p);
+  return g.add(x, normed(m, mlp_post_norm, "post_mlp_norm"));
+}
+
+std::vector<LayerStateSpec> LayerStack::layer_states() const {
+  std::vector<LayerStateSpec> out;
+  for (const DecoderLayer& l : layers_)
+    out.push_back({.kind = l.spec.window > 0 ? StateKind::SlidingKV : StateKind::FullKV,
+                   .kv_heads = l.spec.kv_heads,
+                   .head_dim = l.spec.head_dim,
+                   .window = l.spec.window});
+  return out;
+}
+
+graph::Value LayerStack::layer(graph::Builder& g, int64_t i, graph::Value x,
+                               const LayerInputs& in) const {
+  const DecoderLayer& l = layers_.at(static_cast<size_t>(i));
+  return l.forward(g, x, in.attention(i, l.rope), layer_prefix(i));
+}
+
 std::string layer_prefix(int64_t i) {
   return cat("layer.", i, ".");
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -58,6 +59,35 @@ struct DecoderConfig {
 // The prefix of layer i's named intermediates: "layer.<i>.".
 std::string layer_prefix(int64_t i);
 
+// A decoder layer as most architectures have it (transformers' <Arch>DecoderLayer): self-attention,
+// then an MLP, each a residual branch behind the norms the layer has before and after it:
+//   x + attn_post_norm(attn(attn_norm(x))), then x + mlp_post_norm(mlp(mlp_norm(x)))
+// (Llama-style blocks have the pre-norms, Olmo2 the post-norms, Gemma2 both); or, `parallel`,
+// x + (attn(attn_norm(x)) + mlp(attn_norm(x))) from one norm (Phi, GPTNeoX use_parallel_residual).
+struct DecoderLayer {
+  AttentionSpec spec;
+  std::optional<Norm> attn_norm = {}, attn_post_norm = {}, mlp_norm = {},
+                      mlp_post_norm = {};  // unset: none
+  AttentionWeights attn = {};
+  GatedMlpWeights mlp = {};
+  graph::Activation act = graph::Activation::Silu;
+  size_t rope = 0;  // which of the decoder's rotary tables its attention reads
+  bool parallel = false;
+
+  // The Hugging Face names of the norms the layer has, under its prefix ("" where it has none).
+  struct NormNames {
+    std::string attn_norm = {}, attn_post_norm = {}, mlp_norm = {}, mlp_post_norm = {};
+  };
+  // Loads those norms of kind `norm` ([dim] weights, prefix + name + "weight").
+  void load_norms(Weights& w, const std::string& prefix, const Norm& norm, int64_t dim,
+                  const NormNames& names);
+
+  // Names its intermediates under `prefix` ("layer.3."): attn_norm, post_attn_norm, mlp_norm,
+  // post_mlp_norm beside those of blocks::self_attention and blocks::gated_mlp.
+  graph::Value forward(graph::Builder& g, graph::Value x, const blocks::AttentionInputs& ai,
+                       const std::string& prefix) const;
+};
+
 class Decoder : public GraphModel {
  public:
   // embed -> layer.0 .. layer.N-1 (each named "layer.i.out") -> rows -> final_norm -> head.
@@ -101,6 +131,18 @@ class Decoder : public GraphModel {
   Tensor lm_head_bias_;  // undefined: none
   Norm final_norm_;
   float embed_scale_ = 1;
+};
+
+// A Decoder whose layers are DecoderLayers, each with a KV cache of its attention's window.
+class LayerStack : public Decoder {
+ public:
+  std::vector<LayerStateSpec> layer_states() const override;
+
+ protected:
+  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
+                     const LayerInputs& in) const override;
+
+  std::vector<DecoderLayer> layers_;
 };
 
 }  // namespace lathe

@@ -4,61 +4,10 @@
 // sliding_window_pattern-th layer full), and rotary only on the sliding layers when a
 // sliding_window is set (on every layer when it is null).
 #include "core/error.h"
-#include "models/arch/llama_family.h"
-#include "models/decoder.h"
+#include "models/arch/olmo2.h"
 #include "models/registry.h"
 
 namespace lathe {
-namespace {
-
-// transformers Exaone4Model / Exaone4DecoderLayer.
-class Exaone4Model : public Decoder {
- public:
-  Exaone4Model(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)) {
-    ropes_.emplace_back(cfg_.rope);
-    const int64_t h = cfg_.hidden_size;
-    const Norm rms = final_norm_ = rms_norm_of(cfg_);
-    load(ckpt, opts, cfg_, [&](Weights& w, int64_t i, const std::string& p) {
-      Layer l;
-      l.spec = layer_attention(cfg_, i);
-      l.attn = load_attention(w, p + "self_attn.", l.spec);
-      l.attn_post_norm = rms.load(w, p + "post_attention_layernorm.", h);
-      l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size);
-      l.mlp_post_norm = rms.load(w, p + "post_feedforward_layernorm.", h);
-      layers_.push_back(std::move(l));
-    });
-  }
-
-  std::vector<LayerStateSpec> layer_states() const override {
-    return blocks::kv_layer_states(cfg_.attention, cfg_.layer_windows);
-  }
-
- protected:
-  // Exaone4DecoderLayer: the norms follow each branch; nothing normalises its input.
-  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
-                     const LayerInputs& in) const override {
-    const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = layer_prefix(i);
-    graph::Value a = blocks::self_attention(g, x, l.attn, l.spec, in.attention(i), p);
-    x = g.add(x, g.name(blocks::norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
-    graph::Value m = blocks::gated_mlp(g, x, l.mlp, cfg_.mlp_act, p);
-    return g.add(x, g.name(blocks::norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
-  }
-
- private:
-  struct Layer {
-    AttentionSpec spec;
-    Norm attn_post_norm, mlp_post_norm;
-    AttentionWeights attn;
-    GatedMlpWeights mlp;
-  };
-  LlamaFamilyConfig cfg_;
-  std::vector<Layer> layers_;
-};
-
-}  // namespace
-
 std::unique_ptr<Model> load_exaone4(const Checkpoint& ckpt, const ModelOptions& opts) {
   // Exaone4Config defaults.
   LlamaFamilyConfig c = read_llama_family_config(ckpt, {.vocab_size = 102400,
@@ -103,7 +52,8 @@ std::unique_ptr<Model> load_exaone4(const Checkpoint& ckpt, const ModelOptions& 
     // Exaone4Attention: rotary when sliding_window is None or the layer slides.
     c.layer_rope[i] = !windowed || sliding[i];
   }
-  return std::make_unique<Exaone4Model>(ckpt, std::move(c), opts);
+  // Exaone4DecoderLayer is Olmo2's post-norm block (the norms follow each branch).
+  return build_olmo2_decoder(ckpt, {.base = std::move(c)}, opts);
 }
 
 }  // namespace lathe

@@ -84,12 +84,12 @@ Gemma2Config read_gemma2_config(const Checkpoint& ckpt, const Gemma2Defaults& d)
 
 namespace {
 
-// transformers Gemma2Model / Gemma2DecoderLayer.
-class Gemma2Model : public Decoder {
+// transformers Gemma2Model / Gemma2DecoderLayer: x + post_norm(attn(norm(x))), then
+// x + post_norm(mlp(norm(x))).
+class Gemma2Model : public LayerStack {
  public:
   Gemma2Model(const Checkpoint& ckpt, Gemma2Config cfg, const ModelOptions& opts)
       : cfg_(std::move(cfg)) {
-    if (cfg_.layer_rope.empty()) cfg_.layer_rope.assign(static_cast<size_t>(cfg_.num_layers), 0);
     for (const RopeConfig& r : cfg_.ropes) ropes_.emplace_back(r);
     const int64_t h = cfg_.hidden_size;
     // Gemma2TextScaledWordEmbedding: a float32 sqrt(hidden_size).
@@ -97,39 +97,22 @@ class Gemma2Model : public Decoder {
     // Gemma2RMSNorm: x / rms(x) * (1 + weight).
     const Norm rms = final_norm_ = Norm::rms(cfg_.rms_norm_eps, 1.0f);
     load(ckpt, opts, cfg_, [&](Weights& w, int64_t i, const std::string& p) {
-      Layer l;
-      l.spec = cfg_.attention;
+      DecoderLayer l{.spec = cfg_.attention, .act = cfg_.act};
       l.spec.window = cfg_.layer_windows.at(i);
-      l.attn_norm = rms.load(w, p + "input_layernorm.", h);
+      // One table per rotary kind (Gemma3: local and global layers differ).
+      if (!cfg_.layer_rope.empty()) l.rope = static_cast<size_t>(cfg_.layer_rope.at(i));
+      l.load_norms(w, p, rms, h,
+                   {.attn_norm = "input_layernorm.",
+                    .attn_post_norm = "post_attention_layernorm.",
+                    .mlp_norm = "pre_feedforward_layernorm.",
+                    .mlp_post_norm = "post_feedforward_layernorm."});
       l.attn = load_attention(w, p + "self_attn.", l.spec);
-      l.attn_post_norm = rms.load(w, p + "post_attention_layernorm.", h);
-      l.mlp_norm = rms.load(w, p + "pre_feedforward_layernorm.", h);
       l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size);
-      l.mlp_post_norm = rms.load(w, p + "post_feedforward_layernorm.", h);
       layers_.push_back(std::move(l));
     });
   }
 
-  std::vector<LayerStateSpec> layer_states() const override {
-    return blocks::kv_layer_states(cfg_.attention, cfg_.layer_windows);
-  }
-
  protected:
-  // Gemma2DecoderLayer: x + post_norm(attn(norm(x))), then x + post_norm(mlp(norm(x))).
-  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
-                     const LayerInputs& in) const override {
-    const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = layer_prefix(i);
-    // One table per rotary kind (Gemma3: local and global layers differ).
-    const auto ai = in.attention(i, static_cast<size_t>(cfg_.layer_rope[i]));
-    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
-    a = blocks::self_attention(g, a, l.attn, l.spec, ai, p);
-    x = g.add(x, g.name(blocks::norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
-    graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
-    m = blocks::gated_mlp(g, m, l.mlp, cfg_.act, p);
-    return g.add(x, g.name(blocks::norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
-  }
-
   // Gemma2ForCausalLM: final_logit_softcapping.
   graph::Value head(graph::Builder& g, graph::Value x) const override {
     graph::Value logits = Decoder::head(g, x);
@@ -137,14 +120,7 @@ class Gemma2Model : public Decoder {
   }
 
  private:
-  struct Layer {
-    AttentionSpec spec;
-    Norm attn_norm, attn_post_norm, mlp_norm, mlp_post_norm;
-    AttentionWeights attn;
-    GatedMlpWeights mlp;
-  };
   Gemma2Config cfg_;
-  std::vector<Layer> layers_;
 };
 
 }  // namespace

@@ -12,49 +12,26 @@
 namespace lathe {
 namespace {
 
-// transformers Glm4Model / Glm4DecoderLayer.
-class Glm4Model : public Decoder {
+// transformers Glm4Model / Glm4DecoderLayer: each branch normed before and after.
+class Glm4Model : public LayerStack {
  public:
-  Glm4Model(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)) {
-    ropes_.emplace_back(cfg_.rope);
-    const int64_t h = cfg_.hidden_size, inter = cfg_.intermediate_size;
-    const Norm rms = final_norm_ = rms_norm_of(cfg_);
-    load(ckpt, opts, cfg_, [&](Weights& w, int64_t, const std::string& p) {
-      Layer l;
-      l.attn_norm = rms.load(w, p + "input_layernorm.", h);
-      l.attn = load_attention(w, p + "self_attn.", cfg_.attention);
-      l.attn_post_norm = rms.load(w, p + "post_self_attn_layernorm.", h);
-      l.mlp_norm = rms.load(w, p + "post_attention_layernorm.", h);
+  Glm4Model(const Checkpoint& ckpt, const LlamaFamilyConfig& cfg, const ModelOptions& opts) {
+    ropes_.emplace_back(cfg.rope);
+    const int64_t h = cfg.hidden_size;
+    const Norm rms = final_norm_ = rms_norm_of(cfg);
+    load(ckpt, opts, cfg, [&](Weights& w, int64_t, const std::string& p) {
+      DecoderLayer l{.spec = cfg.attention, .act = cfg.mlp_act};
+      l.load_norms(w, p, rms, h,
+                   {.attn_norm = "input_layernorm.",
+                    .attn_post_norm = "post_self_attn_layernorm.",
+                    .mlp_norm = "post_attention_layernorm.",
+                    .mlp_post_norm = "post_mlp_layernorm."});
+      l.attn = load_attention(w, p + "self_attn.", l.spec);
       // Glm4MLP: gate, up = gate_up_proj(x).chunk(2).
-      l.mlp = load_fused_gate_up_mlp(w, p + "mlp.", h, inter);
-      l.mlp_post_norm = rms.load(w, p + "post_mlp_layernorm.", h);
+      l.mlp = load_fused_gate_up_mlp(w, p + "mlp.", h, cfg.intermediate_size);
       layers_.push_back(std::move(l));
     });
   }
-
- protected:
-  // Glm4DecoderLayer: each branch normed before and after.
-  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
-                     const LayerInputs& in) const override {
-    const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = layer_prefix(i);
-    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
-    a = blocks::self_attention(g, a, l.attn, cfg_.attention, in.attention(i), p);
-    x = g.add(x, g.name(blocks::norm(g, a, l.attn_post_norm), p + "post_attn_norm"));
-    graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
-    m = blocks::gated_mlp(g, m, l.mlp, cfg_.mlp_act, p);
-    return g.add(x, g.name(blocks::norm(g, m, l.mlp_post_norm), p + "post_mlp_norm"));
-  }
-
- private:
-  struct Layer {
-    Norm attn_norm, attn_post_norm, mlp_norm, mlp_post_norm;
-    AttentionWeights attn;
-    GatedMlpWeights mlp;
-  };
-  LlamaFamilyConfig cfg_;
-  std::vector<Layer> layers_;
 };
 
 }  // namespace
@@ -76,7 +53,7 @@ std::unique_ptr<Model> load_glm4(const Checkpoint& ckpt, const ModelOptions& opt
   c.attention.rope_layout = graph::RopeLayout::Interleaved;
   // Glm4Config's partial_rotary_factor defaults to 0.5 rather than 1.
   c.rope = read_rope_config(f, c.attention.head_dim, c.max_position_embeddings, 10000.0, 0.5);
-  return std::make_unique<Glm4Model>(ckpt, std::move(c), opts);
+  return std::make_unique<Glm4Model>(ckpt, c, opts);
 }
 
 }  // namespace lathe

@@ -16,19 +16,20 @@ struct PhiConfig : DecoderConfig {
   graph::Activation act = graph::Activation::GeluTanh;
 };
 
-// transformers PhiModel / PhiDecoderLayer: x + attn(ln(x)) + mlp(ln(x)).
-class PhiModel : public Decoder {
+// transformers PhiModel / PhiDecoderLayer: attn(ln(x)) + mlp(ln(x)) + x, added as
+// x + (attn + mlp).
+class PhiModel : public LayerStack {
  public:
-  PhiModel(const Checkpoint& ckpt, PhiConfig cfg, const ModelOptions& opts) : cfg_(std::move(cfg)) {
-    ropes_.emplace_back(cfg_.rope);
-    const int64_t h = cfg_.hidden_size;
-    const AttentionSpec& s = cfg_.attention;
-    const Norm ln = final_norm_ = Norm::layer(cfg_.layer_norm_eps);
+  PhiModel(const Checkpoint& ckpt, const PhiConfig& cfg, const ModelOptions& opts) {
+    ropes_.emplace_back(cfg.rope);
+    const int64_t h = cfg.hidden_size;
+    const AttentionSpec& s = cfg.attention;
+    const Norm ln = final_norm_ = Norm::layer(cfg.layer_norm_eps);
     load(
-        ckpt, opts, cfg_,
+        ckpt, opts, cfg,
         [&](Weights& w, int64_t, const std::string& p) {
-          Layer l;
-          l.norm = ln.load(w, p + "input_layernorm.", h);
+          DecoderLayer l{.spec = s, .act = cfg.act, .parallel = true};
+          l.load_norms(w, p, ln, h, {.attn_norm = "input_layernorm."});
           l.attn = load_attention(w, p + "self_attn.", s, "dense");
           if (s.qk_norm == QkNorm::LayerPerHead) {  // nn.LayerNorm(head_dim), one for all heads
             const NormWeights q = load_layer_norm(w, p + "self_attn.q_layernorm.", s.head_dim);
@@ -38,35 +39,13 @@ class PhiModel : public Decoder {
             l.attn.k_norm = k.weight;
             l.attn.k_norm_bias = k.bias;
           }
-          l.mlp = load_linear_mlp(w, p + "mlp.", "fc1", "fc2", h, cfg_.intermediate_size);
+          l.mlp = load_linear_mlp(w, p + "mlp.", "fc1", "fc2", h, cfg.intermediate_size);
           layers_.push_back(std::move(l));
         },
         {.final_norm = "model.final_layernorm."},
         // PhiForCausalLM: lm_head has a bias.
-        [&](Weights& w) { lm_head_bias_ = w.vector("lm_head.bias", {cfg_.vocab_size}); });
+        [&](Weights& w) { lm_head_bias_ = w.vector("lm_head.bias", {cfg.vocab_size}); });
   }
-
- protected:
-  // PhiDecoderLayer: attn(ln(x)) + mlp(ln(x)) + x, added as x + (attn + mlp).
-  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
-                     const LayerInputs& in) const override {
-    const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = layer_prefix(i);
-    const graph::Value normed = g.name(blocks::norm(g, x, l.norm), p + "attn_norm");
-    const graph::Value a =
-        blocks::self_attention(g, normed, l.attn, cfg_.attention, in.attention(i), p);
-    const graph::Value m = blocks::gated_mlp(g, normed, l.mlp, cfg_.act, p);
-    return g.add(x, g.add(a, m));
-  }
-
- private:
-  struct Layer {
-    Norm norm;
-    AttentionWeights attn;
-    GatedMlpWeights mlp;
-  };
-  PhiConfig cfg_;
-  std::vector<Layer> layers_;
 };
 
 }  // namespace
@@ -107,7 +86,7 @@ std::unique_ptr<Model> load_phi(const Checkpoint& ckpt, const ModelOptions& opts
     a.norm_eps = c.layer_norm_eps;
   }
   c.rope = read_rope_config(f, a.head_dim, c.max_position_embeddings, 10000.0, 0.5);
-  return std::make_unique<PhiModel>(ckpt, std::move(c), opts);
+  return std::make_unique<PhiModel>(ckpt, c, opts);
 }
 
 }  // namespace lathe

@@ -10,63 +10,35 @@
 namespace lathe {
 namespace {
 
-// transformers Phi3Model / Phi3DecoderLayer: x + attn(norm(x)), then x + mlp(norm(x)).
-class Phi3Model : public Decoder {
+// transformers Phi3Model / Phi3DecoderLayer: x + attn(norm(x)), then x + mlp(norm(x)) (pre-norm,
+// as Llama); Phi3MLP: down(silu(gate) * up).
+class Phi3Model : public LayerStack {
  public:
-  Phi3Model(const Checkpoint& ckpt, LlamaFamilyConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)) {
-    ropes_.emplace_back(cfg_.rope);
-    const int64_t h = cfg_.hidden_size, inter = cfg_.intermediate_size;
-    const AttentionSpec& s = cfg_.attention;
+  Phi3Model(const Checkpoint& ckpt, const LlamaFamilyConfig& cfg, const ModelOptions& opts) {
+    ropes_.emplace_back(cfg.rope);
+    const int64_t h = cfg.hidden_size, inter = cfg.intermediate_size;
+    const AttentionSpec& s = cfg.attention;
     const int64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
-    const Norm rms = final_norm_ = rms_norm_of(cfg_);
-    load(ckpt, opts, cfg_, [&](Weights& w, int64_t i, const std::string& p) {
-      Layer l;
-      l.spec = layer_attention(cfg_, i);
-      l.attn_norm = rms.load(w, p + "input_layernorm.", h);
+    const Norm rms = final_norm_ = rms_norm_of(cfg);
+    load(ckpt, opts, cfg, [&](Weights& w, int64_t i, const std::string& p) {
+      DecoderLayer l{.spec = layer_attention(cfg, i), .act = graph::Activation::Silu};
+      l.load_norms(w, p, rms, h,
+                   {.attn_norm = "input_layernorm.", .mlp_norm = "post_attention_layernorm."});
       // Phi3Attention slices qkv_proj's output as [q | k | v]: the same rows of the weight.
       const Tensor qkv = w.matrix(p + "self_attn.qkv_proj.weight", {q_out + 2 * kv_out, h});
       l.attn.q = matrix_rows(qkv, 0, q_out);
       l.attn.k = matrix_rows(qkv, q_out, kv_out);
       l.attn.v = matrix_rows(qkv, q_out + kv_out, kv_out);
       l.attn.o = w.matrix(p + "self_attn.o_proj.weight", {h, q_out});
-      l.mlp_norm = rms.load(w, p + "post_attention_layernorm.", h);
       // Phi3MLP: gate, up = gate_up_proj(x).chunk(2).
       l.mlp = load_fused_gate_up_mlp(w, p + "mlp.", h, inter);
       layers_.push_back(std::move(l));
     });
     // Only longrope depends on the length; with other schedules the rebuild would compute
     // the same keys again.
-    if (cfg_.rope.kind == RopeKind::LongRope)
-      info_.rebuild_cache_at = cfg_.rope.original_max_position_embeddings;
+    if (cfg.rope.kind == RopeKind::LongRope)
+      info_.rebuild_cache_at = cfg.rope.original_max_position_embeddings;
   }
-
-  std::vector<LayerStateSpec> layer_states() const override {
-    return blocks::kv_layer_states(cfg_.attention, cfg_.layer_windows);
-  }
-
- protected:
-  // Phi3DecoderLayer (pre-norm, as Llama); Phi3MLP: down(silu(gate) * up).
-  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
-                     const LayerInputs& in) const override {
-    const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = layer_prefix(i);
-    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
-    a = blocks::self_attention(g, a, l.attn, l.spec, in.attention(i), p);
-    x = g.add(x, a);
-    graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
-    return g.add(x, blocks::gated_mlp(g, m, l.mlp, graph::Activation::Silu, p));
-  }
-
- private:
-  struct Layer {
-    AttentionSpec spec;
-    Norm attn_norm, mlp_norm;
-    AttentionWeights attn;
-    GatedMlpWeights mlp;
-  };
-  LlamaFamilyConfig cfg_;
-  std::vector<Layer> layers_;
 };
 
 }  // namespace
@@ -92,7 +64,7 @@ std::unique_ptr<Model> load_phi3(const Checkpoint& ckpt, const ModelOptions& opt
   c.mlp_bias = false;  // Phi3MLP has no biases
   // sliding_window defaults to null (no window); when set it applies to every layer.
   c.layer_windows.assign(static_cast<size_t>(c.num_layers), f.get_or<int64_t>("sliding_window", 0));
-  return std::make_unique<Phi3Model>(ckpt, std::move(c), opts);
+  return std::make_unique<Phi3Model>(ckpt, c, opts);
 }
 
 }  // namespace lathe

@@ -18,64 +18,39 @@ struct StableLmConfig : DecoderConfig {
   graph::Activation act = graph::Activation::Silu;
 };
 
-// transformers StableLmModel / StableLmDecoderLayer.
-class StableLmModel : public Decoder {
+// StableLmLayerNormPerHead: one bias-free nn.LayerNorm(head_dim) per head (norms.<h>),
+// gathered into one [heads, head_dim] weight that the layer_norm op cycles through.
+Tensor per_head_norm(Weights& w, const std::string& prefix, int64_t heads, int64_t head_dim) {
+  std::vector<Tensor> rows;
+  for (int64_t hh = 0; hh < heads; ++hh)
+    rows.push_back(w.vector(cat(prefix, "norms.", hh, ".weight"), {head_dim}));
+  return stack_rows(rows);
+}
+
+// transformers StableLmModel / StableLmDecoderLayer: parallel x + attn(ln(x)) + mlp(ln(x))
+// (added as x + (attn + mlp)), or sequential y = x + attn(ln(x)); y + mlp(post_ln(y)).
+class StableLmModel : public LayerStack {
  public:
-  StableLmModel(const Checkpoint& ckpt, StableLmConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)) {
-    ropes_.emplace_back(cfg_.rope);
-    const int64_t h = cfg_.hidden_size;
-    const AttentionSpec& s = cfg_.attention;
-    const Norm ln = final_norm_ = Norm::layer(cfg_.layer_norm_eps);
-    load(ckpt, opts, cfg_, [&](Weights& w, int64_t, const std::string& p) {
-      Layer l;
-      l.attn_norm = ln.load(w, p + "input_layernorm.", h);
-      if (!cfg_.use_parallel_residual) l.mlp_norm = ln.load(w, p + "post_attention_layernorm.", h);
+  StableLmModel(const Checkpoint& ckpt, const StableLmConfig& cfg, const ModelOptions& opts) {
+    ropes_.emplace_back(cfg.rope);
+    const int64_t h = cfg.hidden_size;
+    const AttentionSpec& s = cfg.attention;
+    const bool parallel = cfg.use_parallel_residual;
+    const Norm ln = final_norm_ = Norm::layer(cfg.layer_norm_eps);
+    load(ckpt, opts, cfg, [&](Weights& w, int64_t, const std::string& p) {
+      DecoderLayer l{.spec = s, .act = cfg.act, .parallel = parallel};
+      l.load_norms(w, p, ln, h,
+                   {.attn_norm = "input_layernorm.",
+                    .mlp_norm = parallel ? "" : "post_attention_layernorm."});
       l.attn = load_attention(w, p + "self_attn.", s);
       if (s.qk_norm == QkNorm::LayerPerHead) {
         l.attn.q_norm = per_head_norm(w, p + "self_attn.q_layernorm.", s.heads, s.head_dim);
         l.attn.k_norm = per_head_norm(w, p + "self_attn.k_layernorm.", s.kv_heads, s.head_dim);
       }
-      l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg_.intermediate_size);
+      l.mlp = load_gated_mlp(w, p + "mlp.", h, cfg.intermediate_size);
       layers_.push_back(std::move(l));
     });
   }
-
- protected:
-  // StableLmDecoderLayer: parallel x + attn(ln(x)) + mlp(ln(x)) (added as x + (attn + mlp)),
-  // or sequential y = x + attn(ln(x)); y + mlp(post_ln(y)).
-  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
-                     const LayerInputs& in) const override {
-    const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = layer_prefix(i);
-    const graph::Value normed = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
-    const graph::Value a =
-        blocks::self_attention(g, normed, l.attn, cfg_.attention, in.attention(i), p);
-    if (cfg_.use_parallel_residual)
-      return g.add(x, g.add(a, blocks::gated_mlp(g, normed, l.mlp, cfg_.act, p)));
-    x = g.add(x, a);
-    const graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
-    return g.add(x, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p));
-  }
-
- private:
-  // StableLmLayerNormPerHead: one bias-free nn.LayerNorm(head_dim) per head (norms.<h>),
-  // gathered into one [heads, head_dim] weight that the layer_norm op cycles through.
-  static Tensor per_head_norm(Weights& w, const std::string& prefix, int64_t heads,
-                              int64_t head_dim) {
-    std::vector<Tensor> rows;
-    for (int64_t hh = 0; hh < heads; ++hh)
-      rows.push_back(w.vector(cat(prefix, "norms.", hh, ".weight"), {head_dim}));
-    return stack_rows(rows);
-  }
-
-  struct Layer {
-    Norm attn_norm, mlp_norm;
-    AttentionWeights attn;
-    GatedMlpWeights mlp;
-  };
-  StableLmConfig cfg_;
-  std::vector<Layer> layers_;
 };
 
 }  // namespace
@@ -115,7 +90,7 @@ std::unique_ptr<Model> load_stablelm(const Checkpoint& ckpt, const ModelOptions&
     a.norm_eps = c.layer_norm_eps;
   }
   c.rope = read_rope_config(f, a.head_dim, c.max_position_embeddings, 10000.0, 0.25);
-  return std::make_unique<StableLmModel>(ckpt, std::move(c), opts);
+  return std::make_unique<StableLmModel>(ckpt, c, opts);
 }
 
 }  // namespace lathe
