@@ -56,15 +56,20 @@ graph::Value DecoderLayer::forward(graph::Builder& g, graph::Value x,
   const auto normed = [&](graph::Value v, const std::optional<Norm>& n, const char* name) {
     return n ? g.name(blocks::norm(g, v, *n), p + name) : v;
   };
+  const auto feed_forward = [&](graph::Value v) {
+    return moe ? blocks::moe(g, v, *moe, moe_spec, p) : blocks::gated_mlp(g, v, mlp, act, p);
+  };
+  blocks::AttentionInputs attn_in = ai;
+  if (sinks.defined()) attn_in.sinks = sinks;
   graph::Value a = normed(x, attn_norm, "attn_norm");
   if (parallel) {
-    const graph::Value attn_out = blocks::self_attention(g, a, attn, spec, ai, p);
-    return g.add(x, g.add(attn_out, blocks::gated_mlp(g, a, mlp, act, p)));
+    const graph::Value attn_out = blocks::self_attention(g, a, attn, spec, attn_in, p);
+    const graph::Value m = mlp_norm ? normed(x, mlp_norm, "mlp_norm") : a;
+    return g.add(x, g.add(attn_out, feed_forward(m)));
   }
-  a = blocks::self_attention(g, a, attn, spec, ai, p);
+  a = blocks::self_attention(g, a, attn, spec, attn_in, p);
   x = g.add(x, normed(a, attn_post_norm, "post_attn_norm"));
-  graph::Value m = normed(x, mlp_norm, "mlp_norm");
-  m = blocks::gated_mlp(g, m, mlp, act, p);
+  graph::Value m = feed_forward(normed(x, mlp_norm, "mlp_norm"));
   return g.add(x, normed(m, mlp_post_norm, "post_mlp_norm"));
 }
 

@@ -13,6 +13,7 @@
 #include "models/blocks.h"
 #include "models/config_fields.h"
 #include "models/engine.h"
+#include "models/moe.h"
 #include "models/rope.h"
 
 namespace lathe {
@@ -63,14 +64,19 @@ std::string layer_prefix(int64_t i);
 // then an MLP, each a residual branch behind the norms the layer has before and after it:
 //   x + attn_post_norm(attn(attn_norm(x))), then x + mlp_post_norm(mlp(mlp_norm(x)))
 // (Llama-style blocks have the pre-norms, Olmo2 the post-norms, Gemma2 both); or, `parallel`,
-// x + (attn(attn_norm(x)) + mlp(attn_norm(x))) from one norm (Phi, GPTNeoX use_parallel_residual).
+// x + (attn(attn_norm(x)) + mlp(mlp_norm(x))), the MLP reading attn_norm(x) where the layer has
+// no mlp_norm (Phi, GPTJ; GPTNeoX use_parallel_residual has both norms). The MLP is a mixture
+// of experts on the layers that have `moe`.
 struct DecoderLayer {
   AttentionSpec spec;
   std::optional<Norm> attn_norm = {}, attn_post_norm = {}, mlp_norm = {},
                       mlp_post_norm = {};  // unset: none
   AttentionWeights attn = {};
+  Tensor sinks = {};  // GptOss: a learned logit per head in the softmax (undefined: none)
   GatedMlpWeights mlp = {};
   graph::Activation act = graph::Activation::Silu;
+  std::optional<MoeWeights> moe = {};  // instead of mlp, run by moe_spec (blocks::moe)
+  MoeSpec moe_spec = {};
   size_t rope = 0;  // which of the decoder's rotary tables its attention reads
   bool parallel = false;
 

@@ -17,7 +17,11 @@ struct CohereConfig {
   graph::Activation act = graph::Activation::Silu;
 };
 
-std::unique_ptr<Model> build_cohere_decoder(const Checkpoint& ckpt, CohereConfig cfg,
+// The fields CohereConfig and Cohere2Config read alike, with their defaults (which differ in
+// rope_theta): sizes, activation, norms, logit_scale, attention biases, interleaved rotary.
+CohereConfig read_cohere_config(const Checkpoint& ckpt, const JsonFields& f, double rope_theta);
+
+std::unique_ptr<Model> build_cohere_decoder(const Checkpoint& ckpt, const CohereConfig& cfg,
                                             const ModelOptions& opts);
 
 }  // namespace lathe

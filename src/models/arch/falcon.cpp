@@ -34,37 +34,40 @@ struct FalconConfig {
   RopeConfig rope;
 };
 
-class FalconModel : public Decoder {
+// transformers FalconModel / FalconDecoderLayer.
+class FalconModel : public LayerStack {
  public:
-  FalconModel(const Checkpoint& ckpt, FalconConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)) {
-    if (cfg_.alibi)
-      slopes_ = alibi_slopes_tensor(cfg_.attention.heads);
+  FalconModel(const Checkpoint& ckpt, const FalconConfig& cfg, const ModelOptions& opts)
+      : alibi_(cfg.alibi) {
+    if (alibi_)
+      slopes_ = alibi_slopes_tensor(cfg.attention.heads);
     else
-      ropes_.emplace_back(cfg_.rope);
-    const int64_t h = cfg_.hidden_size, ffn = cfg_.ffn_hidden_size;
-    const AttentionSpec& s = cfg_.attention;
-    const bool bias = cfg_.bias;
-    const Norm ln = final_norm_ = Norm::layer(cfg_.layer_norm_eps);
+      ropes_.emplace_back(cfg.rope);
+    const int64_t h = cfg.hidden_size, ffn = cfg.ffn_hidden_size;
+    const AttentionSpec& s = cfg.attention;
+    const bool bias = cfg.bias;
+    const Norm ln = final_norm_ = Norm::layer(cfg.layer_norm_eps);
     const std::string base = base_model_prefix(ckpt, "transformer.", "word_embeddings.weight");
-    load(ckpt, opts, cfg_,
+    load(ckpt, opts, cfg,
          [&](Weights& w, int64_t, const std::string& p) {
-           Layer l;
-           switch (cfg_.block) {
+           DecoderLayer l{.spec = s, .act = cfg.act};
+           switch (cfg.block) {
              case FalconBlock::TwoNorms:
-               l.attn_norm = ln.load(w, p + "ln_attn.", h);
-               l.mlp_norm = ln.load(w, p + "ln_mlp.", h);
+               l.parallel = true;
+               l.load_norms(w, p, ln, h, {.attn_norm = "ln_attn.", .mlp_norm = "ln_mlp."});
                break;
              case FalconBlock::Parallel:
-               l.attn_norm = ln.load(w, p + "input_layernorm.", h);
+               l.parallel = true;
+               l.load_norms(w, p, ln, h, {.attn_norm = "input_layernorm."});
                break;
              case FalconBlock::Sequential:
-               l.attn_norm = ln.load(w, p + "input_layernorm.", h);
-               l.mlp_norm = ln.load(w, p + "post_attention_layernorm.", h);
+               l.load_norms(
+                   w, p, ln, h,
+                   {.attn_norm = "input_layernorm.", .mlp_norm = "post_attention_layernorm."});
                break;
            }
            l.attn = load_fused_attention(w, p + "self_attention.query_key_value.",
-                                         p + "self_attention.dense.", s, cfg_.qkv_groups, bias);
+                                         p + "self_attention.dense.", s, cfg.qkv_groups, bias);
            l.mlp = load_linear_mlp(w, p + "mlp.", "dense_h_to_4h", "dense_4h_to_h", h, ffn, bias);
            layers_.push_back(std::move(l));
          },
@@ -76,46 +79,22 @@ class FalconModel : public Decoder {
  protected:
   graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
                      const LayerInputs& in) const override {
-    const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = layer_prefix(i);
-    graph::Value normed = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
     // FalconAttention: rotary, or with alibi FalconModel's bias (build_alibi_tensor's bfloat16
     // slopes times bfloat16 key positions, divided by sqrt(head_dim)) added to the scaled
     // scores; the roundings are kept, as they change the scores.
     blocks::AttentionInputs ai{.rope_tables = {}, .layer = i};
-    if (cfg_.alibi) {
+    if (alibi_) {
       ai.bias = graph::PositionBias::AlibiFalcon;
       ai.slopes = slopes_;
     } else {
       ai.rope_tables = in.rope_tables[0];
     }
-    graph::Value a = blocks::self_attention(g, normed, l.attn, cfg_.attention, ai, p);
-    // FalconDecoderLayer.
-    switch (cfg_.block) {
-      case FalconBlock::TwoNorms: {
-        graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
-        return g.add(x, g.add(a, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p)));
-      }
-      case FalconBlock::Parallel:
-        return g.add(x, g.add(a, blocks::gated_mlp(g, normed, l.mlp, cfg_.act, p)));
-      case FalconBlock::Sequential: {
-        x = g.add(x, a);
-        graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
-        return g.add(x, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p));
-      }
-    }
-    fail("internal: Falcon block ", static_cast<int>(cfg_.block));
+    return layers_.at(static_cast<size_t>(i)).forward(g, x, ai, layer_prefix(i));
   }
 
  private:
-  struct Layer {
-    Norm attn_norm, mlp_norm;  // mlp_norm unused by the Parallel block
-    AttentionWeights attn;
-    GatedMlpWeights mlp;
-  };
-  FalconConfig cfg_;
+  bool alibi_;
   Tensor slopes_;  // alibi only
-  std::vector<Layer> layers_;
 };
 
 }  // namespace
@@ -186,7 +165,7 @@ std::unique_ptr<Model> load_falcon(const Checkpoint& ckpt, const ModelOptions& o
     if (v <= 0 || v > (int64_t{1} << 31))
       fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
   c.rope = read_rope_config(f, a.head_dim, c.max_position_embeddings);
-  return std::make_unique<FalconModel>(ckpt, std::move(c), opts);
+  return std::make_unique<FalconModel>(ckpt, c, opts);
 }
 
 }  // namespace lathe

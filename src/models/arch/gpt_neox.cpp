@@ -18,26 +18,27 @@ struct GPTNeoXConfig : DecoderConfig {
   graph::Activation act = graph::Activation::Gelu;
 };
 
-class GPTNeoXModel : public Decoder {
+// transformers GPTNeoXModel / GPTNeoXLayer: attn(ln1(x)), then either x + (attn + mlp(ln2(x)))
+// (parallel) or y = x + attn; y + mlp(ln2(y)).
+class GPTNeoXModel : public LayerStack {
  public:
-  GPTNeoXModel(const Checkpoint& ckpt, GPTNeoXConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)) {
-    ropes_.emplace_back(cfg_.rope);
-    const int64_t h = cfg_.hidden_size, inter = cfg_.intermediate_size;
-    const Norm ln = final_norm_ = Norm::layer(cfg_.layer_norm_eps);
+  GPTNeoXModel(const Checkpoint& ckpt, const GPTNeoXConfig& cfg, const ModelOptions& opts) {
+    ropes_.emplace_back(cfg.rope);
+    const int64_t h = cfg.hidden_size, inter = cfg.intermediate_size;
+    const Norm ln = final_norm_ = Norm::layer(cfg.layer_norm_eps);
     // Published checkpoints name the head embed_out; transformers renames it lm_head.
-    const bool embed_out = !cfg_.tie_word_embeddings && ckpt.has("embed_out.weight");
+    const bool embed_out = !cfg.tie_word_embeddings && ckpt.has("embed_out.weight");
     load(
-        ckpt, opts, cfg_,
+        ckpt, opts, cfg,
         [&](Weights& w, int64_t, const std::string& p) {
-          Layer l;
-          l.attn_norm = ln.load(w, p + "input_layernorm.", h);
-          l.mlp_norm = ln.load(w, p + "post_attention_layernorm.", h);
+          const AttentionSpec& s = cfg.attention;
+          DecoderLayer l{.spec = s, .act = cfg.act, .parallel = cfg.use_parallel_residual};
+          l.load_norms(w, p, ln, h,
+                       {.attn_norm = "input_layernorm.", .mlp_norm = "post_attention_layernorm."});
           // GPTNeoXAttention views query_key_value's output as [heads, 3 * head_size] and
           // chunks each head into q, k, v: rows [q_0; k_0; v_0; q_1; ...], a group per head.
-          const AttentionSpec& s = cfg_.attention;
           l.attn = load_fused_attention(w, p + "attention.query_key_value.", p + "attention.dense.",
-                                        s, s.heads, cfg_.attention_bias);
+                                        s, s.heads, cfg.attention_bias);
           // GPTNeoXMLP: dense_4h_to_h(act(dense_h_to_4h(x))), nn.Linear biases always.
           l.mlp = load_linear_mlp(w, p + "mlp.", "dense_h_to_4h", "dense_4h_to_h", h, inter);
           layers_.push_back(std::move(l));
@@ -54,33 +55,6 @@ class GPTNeoXModel : public Decoder {
           });
         });
   }
-
- protected:
-  // GPTNeoXLayer: attn(ln1(x)), then either x + (attn + mlp(ln2(x))) (parallel) or
-  // y = x + attn; y + mlp(ln2(y)).
-  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
-                     const LayerInputs& in) const override {
-    const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = layer_prefix(i);
-    graph::Value normed = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
-    graph::Value a = blocks::self_attention(g, normed, l.attn, cfg_.attention, in.attention(i), p);
-    if (cfg_.use_parallel_residual) {
-      graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
-      return g.add(x, g.add(a, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p)));
-    }
-    x = g.add(x, a);
-    graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
-    return g.add(x, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p));
-  }
-
- private:
-  struct Layer {
-    Norm attn_norm, mlp_norm;
-    AttentionWeights attn;
-    GatedMlpWeights mlp;
-  };
-  GPTNeoXConfig cfg_;
-  std::vector<Layer> layers_;
 };
 
 }  // namespace
@@ -118,7 +92,7 @@ std::unique_ptr<Model> load_gpt_neox(const Checkpoint& ckpt, const ModelOptions&
   // GPTNeoXConfig reads the legacy rotary_pct and rotary_emb_base into rope_parameters.
   const Json rope = with_legacy_rope_fields(f, "rotary_emb_base", 10000.0, "rotary_pct", 0.25);
   c.rope = read_rope_config(JsonFields(rope, f.origin()), a.head_dim, c.max_position_embeddings);
-  return std::make_unique<GPTNeoXModel>(ckpt, std::move(c), opts);
+  return std::make_unique<GPTNeoXModel>(ckpt, c, opts);
 }
 
 }  // namespace lathe

@@ -109,56 +109,27 @@ std::vector<GatedMlpWeights> load_experts(Weights& w, const std::string& p, int6
 }
 
 // transformers GptOssModel / GptOssDecoderLayer: x + attn(norm(x)), then x + mlp(norm(x)).
-class GptOssModel : public Decoder {
+class GptOssModel : public LayerStack {
  public:
-  GptOssModel(const Checkpoint& ckpt, GptOssConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)) {
-    const LlamaFamilyConfig& c = cfg_.base;
+  GptOssModel(const Checkpoint& ckpt, const GptOssConfig& cfg, const ModelOptions& opts) {
+    const LlamaFamilyConfig& c = cfg.base;
     ropes_.emplace_back(c.rope);
     const int64_t h = c.hidden_size;
     const Norm rms = final_norm_ = rms_norm_of(c);
     load(ckpt, opts, c, [&](Weights& w, int64_t i, const std::string& p) {
-      Layer l;
-      l.spec = layer_attention(c, i);
-      l.attn_norm = rms.load(w, p + "input_layernorm.", h);
+      DecoderLayer l{.spec = layer_attention(c, i), .moe_spec = cfg.moe};
+      l.load_norms(w, p, rms, h,
+                   {.attn_norm = "input_layernorm.", .mlp_norm = "post_attention_layernorm."});
       l.attn = load_attention(w, p + "self_attn.", l.spec);
       l.sinks = w.vector(p + "self_attn.sinks", {l.spec.heads});
-      l.mlp_norm = rms.load(w, p + "post_attention_layernorm.", h);
-      l.moe.router = w.matrix(p + "mlp.router.weight", {cfg_.moe.experts, h});
-      l.moe.router_bias = w.vector(p + "mlp.router.bias", {cfg_.moe.experts});
-      l.moe.experts =
-          load_experts(w, p + "mlp.experts.", h, cfg_.moe, cfg_.mxfp4, !opts.dequantize_mxfp4);
+      MoeWeights& moe = l.moe.emplace();
+      moe.router = w.matrix(p + "mlp.router.weight", {cfg.moe.experts, h});
+      moe.router_bias = w.vector(p + "mlp.router.bias", {cfg.moe.experts});
+      moe.experts =
+          load_experts(w, p + "mlp.experts.", h, cfg.moe, cfg.mxfp4, !opts.dequantize_mxfp4);
       layers_.push_back(std::move(l));
     });
   }
-
-  std::vector<LayerStateSpec> layer_states() const override {
-    return blocks::kv_layer_states(cfg_.base.attention, cfg_.base.layer_windows);
-  }
-
- protected:
-  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
-                     const LayerInputs& in) const override {
-    const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = layer_prefix(i);
-    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
-    a = blocks::self_attention(g, a, l.attn, l.spec,
-                               {.rope_tables = in.rope_tables[0], .layer = i, .sinks = l.sinks}, p);
-    x = g.add(x, a);
-    graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
-    return g.add(x, blocks::moe(g, m, l.moe, cfg_.moe, p));
-  }
-
- private:
-  struct Layer {
-    AttentionSpec spec;
-    Norm attn_norm, mlp_norm;
-    Tensor sinks;
-    AttentionWeights attn;
-    MoeWeights moe;
-  };
-  GptOssConfig cfg_;
-  std::vector<Layer> layers_;
 };
 
 // GptOssConfig.__post_init__'s rope_parameters when config.json has none: yarn, factor 32 over
@@ -249,7 +220,7 @@ std::unique_ptr<Model> load_gpt_oss(const Checkpoint& ckpt, const ModelOptions& 
          "(model.layers.0.mlp.experts.gate_up_proj_blocks) but config.json has no "
          "\"quantization_config\" with quant_method \"mxfp4\"");
   }
-  return std::make_unique<GptOssModel>(ckpt, std::move(c), opts);
+  return std::make_unique<GptOssModel>(ckpt, c, opts);
 }
 
 }  // namespace lathe

@@ -15,20 +15,21 @@ struct GPTJConfig : DecoderConfig {
   graph::Activation act = graph::Activation::GeluTanh;
 };
 
-class GPTJModel : public Decoder {
+// transformers GPTJModel / GPTJBlock: attn(ln_1(x)) + mlp(ln_1(x)) + x, summed as
+// x + (attn + mlp).
+class GPTJModel : public LayerStack {
  public:
-  GPTJModel(const Checkpoint& ckpt, GPTJConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)) {
-    ropes_.emplace_back(cfg_.rope);
-    const int64_t h = cfg_.hidden_size;
-    const Norm ln = final_norm_ = Norm::layer(cfg_.layer_norm_eps);
+  GPTJModel(const Checkpoint& ckpt, const GPTJConfig& cfg, const ModelOptions& opts) {
+    ropes_.emplace_back(cfg.rope);
+    const int64_t h = cfg.hidden_size;
+    const Norm ln = final_norm_ = Norm::layer(cfg.layer_norm_eps);
     load(
-        ckpt, opts, cfg_,
+        ckpt, opts, cfg,
         [&](Weights& w, int64_t, const std::string& p) {
-          Layer l;
-          l.norm = ln.load(w, p + "ln_1.", h);
-          l.attn = load_attention(w, p + "attn.", cfg_.attention, "out_proj");
-          l.mlp = load_linear_mlp(w, p + "mlp.", "fc_in", "fc_out", h, cfg_.intermediate_size);
+          DecoderLayer l{.spec = cfg.attention, .act = cfg.act, .parallel = true};
+          l.load_norms(w, p, ln, h, {.attn_norm = "ln_1."});
+          l.attn = load_attention(w, p + "attn.", l.spec, "out_proj");
+          l.mlp = load_linear_mlp(w, p + "mlp.", "fc_in", "fc_out", h, cfg.intermediate_size);
           layers_.push_back(std::move(l));
         },
         {.embed = "transformer.wte.weight",
@@ -36,33 +37,13 @@ class GPTJModel : public Decoder {
          .final_norm = "transformer.ln_f."},
         [&](Weights& w) {
           // GPTJForCausalLM: lm_head has a bias.
-          lm_head_bias_ = w.vector("lm_head.bias", {cfg_.vocab_size});
+          lm_head_bias_ = w.vector("lm_head.bias", {cfg.vocab_size});
           // Causal-mask buffers older checkpoints still store (GPTJPreTrainedModel ignores them).
           w.ignore_if([](const std::string& name) {
             return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
           });
         });
   }
-
- protected:
-  // GPTJBlock: attn(ln_1(x)) + mlp(ln_1(x)) + x, summed as x + (attn + mlp).
-  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
-                     const LayerInputs& in) const override {
-    const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = layer_prefix(i);
-    graph::Value normed = g.name(blocks::norm(g, x, l.norm), p + "attn_norm");
-    graph::Value a = blocks::self_attention(g, normed, l.attn, cfg_.attention, in.attention(i), p);
-    return g.add(x, g.add(a, blocks::gated_mlp(g, normed, l.mlp, cfg_.act, p)));
-  }
-
- private:
-  struct Layer {
-    Norm norm;
-    AttentionWeights attn;
-    GatedMlpWeights mlp;
-  };
-  GPTJConfig cfg_;
-  std::vector<Layer> layers_;
 };
 
 }  // namespace
@@ -106,7 +87,7 @@ std::unique_ptr<Model> load_gptj(const Checkpoint& ckpt, const ModelOptions& opt
   if (c.rope.rot_dim <= 0 || c.rope.rot_dim > a.head_dim || c.rope.rot_dim % 2 != 0)
     fail(f.origin(), ": field \"rotary_dim\" is ", c.rope.rot_dim,
          "; it must be even and at most the head size ", a.head_dim);
-  return std::make_unique<GPTJModel>(ckpt, std::move(c), opts);
+  return std::make_unique<GPTJModel>(ckpt, c, opts);
 }
 
 }  // namespace lathe

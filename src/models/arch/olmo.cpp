@@ -17,42 +17,21 @@ struct OlmoConfig {
 // OlmoLayerNorm: F.layer_norm without weight or bias, at a fixed eps.
 const Norm kOlmoNorm = Norm::layer(1e-5f, {.weight = false, .bias = false});
 
-// transformers OlmoModel / OlmoDecoderLayer.
-class OlmoModel : public Decoder {
+// transformers OlmoModel / OlmoDecoderLayer (pre-norm, as Llama).
+class OlmoModel : public LayerStack {
  public:
-  OlmoModel(const Checkpoint& ckpt, OlmoConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)) {
-    const LlamaFamilyConfig& b = cfg_.base;
+  OlmoModel(const Checkpoint& ckpt, const OlmoConfig& cfg, const ModelOptions& opts) {
+    const LlamaFamilyConfig& b = cfg.base;
     ropes_.emplace_back(b.rope);
     final_norm_ = kOlmoNorm;
     load(ckpt, opts, b, [&](Weights& w, int64_t, const std::string& p) {
-      Layer l;
-      l.attn = load_attention(w, p + "self_attn.", b.attention);
+      DecoderLayer l{
+          .spec = b.attention, .attn_norm = kOlmoNorm, .mlp_norm = kOlmoNorm, .act = cfg.act};
+      l.attn = load_attention(w, p + "self_attn.", l.spec);
       l.mlp = load_gated_mlp(w, p + "mlp.", b.hidden_size, b.intermediate_size);
       layers_.push_back(std::move(l));
     });
   }
-
- protected:
-  // OlmoDecoderLayer (pre-norm, as Llama).
-  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
-                     const LayerInputs& in) const override {
-    const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = layer_prefix(i);
-    graph::Value a = g.name(blocks::norm(g, x, kOlmoNorm), p + "attn_norm");
-    a = blocks::self_attention(g, a, l.attn, cfg_.base.attention, in.attention(i), p);
-    x = g.add(x, a);
-    graph::Value m = g.name(blocks::norm(g, x, kOlmoNorm), p + "mlp_norm");
-    return g.add(x, blocks::gated_mlp(g, m, l.mlp, cfg_.act, p));
-  }
-
- private:
-  struct Layer {
-    AttentionWeights attn;
-    GatedMlpWeights mlp;
-  };
-  OlmoConfig cfg_;
-  std::vector<Layer> layers_;
 };
 
 }  // namespace
@@ -71,7 +50,7 @@ std::unique_ptr<Model> load_olmo(const Checkpoint& ckpt, const ModelOptions& opt
     if (!(a.clip_qkv > 0))
       fail(f.origin(), ": field \"clip_qkv\" is ", a.clip_qkv, "; it must be positive or null");
   }
-  return std::make_unique<OlmoModel>(ckpt, std::move(c), opts);
+  return std::make_unique<OlmoModel>(ckpt, c, opts);
 }
 
 }  // namespace lathe

@@ -21,60 +21,33 @@ struct PhimoeConfig {
 };
 
 // PhimoeDecoderLayer: x + attn(LN(x)), then x + moe(LN(x)).
-class PhimoeModel : public Decoder {
+class PhimoeModel : public LayerStack {
  public:
-  PhimoeModel(const Checkpoint& ckpt, PhimoeConfig cfg, const ModelOptions& opts)
-      : cfg_(std::move(cfg)) {
-    const LlamaFamilyConfig& c = cfg_.base;
+  PhimoeModel(const Checkpoint& ckpt, const PhimoeConfig& cfg, const ModelOptions& opts) {
+    const LlamaFamilyConfig& c = cfg.base;
     ropes_.emplace_back(c.rope);
     const int64_t h = c.hidden_size;
     const Norm ln = final_norm_ = Norm::layer(c.rms_norm_eps);
     load(
         ckpt, opts, c,
         [&](Weights& w, int64_t i, const std::string& p) {
-          const AttentionSpec spec = layer_attention(c, i);
-          layers_.push_back({.spec = spec,
-                             .attn_norm = ln.load(w, p + "input_layernorm.", h),
-                             .mlp_norm = ln.load(w, p + "post_attention_layernorm.", h),
-                             .attn = load_attention(w, p + "self_attn.", spec),
-                             .moe = load_moe(w, p + "block_sparse_moe.", h, cfg_.moe,
-                                             {.gate = "w1", .up = "w3", .down = "w2"})});
+          DecoderLayer l{.spec = layer_attention(c, i), .moe_spec = cfg.moe};
+          l.load_norms(w, p, ln, h,
+                       {.attn_norm = "input_layernorm.", .mlp_norm = "post_attention_layernorm."});
+          l.attn = load_attention(w, p + "self_attn.", l.spec);
+          l.moe = load_moe(w, p + "block_sparse_moe.", h, cfg.moe,
+                           {.gate = "w1", .up = "w3", .down = "w2"});
+          layers_.push_back(std::move(l));
         },
         {},
         [&](Weights& w) {
-          if (cfg_.lm_head_bias) lm_head_bias_ = w.vector("lm_head.bias", {c.vocab_size});
+          if (cfg.lm_head_bias) lm_head_bias_ = w.vector("lm_head.bias", {c.vocab_size});
         });
     // PhimoeForCausalLM.prepare_inputs_for_generation recomputes the cache once the sequence
     // passes original_max_position_embeddings (the rotary scale changes there).
     if (c.rope.kind == RopeKind::LongRope)
       info_.rebuild_cache_at = c.rope.original_max_position_embeddings;
   }
-
-  std::vector<LayerStateSpec> layer_states() const override {
-    return blocks::kv_layer_states(cfg_.base.attention, cfg_.base.layer_windows);
-  }
-
- protected:
-  graph::Value layer(graph::Builder& g, int64_t i, graph::Value x,
-                     const LayerInputs& in) const override {
-    const Layer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = layer_prefix(i);
-    graph::Value a = g.name(blocks::norm(g, x, l.attn_norm), p + "attn_norm");
-    x = g.add(x, blocks::self_attention(g, a, l.attn, l.spec,
-                                        {.rope_tables = in.rope_tables[0], .layer = i}, p));
-    const graph::Value m = g.name(blocks::norm(g, x, l.mlp_norm), p + "mlp_norm");
-    return g.add(x, blocks::moe(g, m, l.moe, cfg_.moe, p));
-  }
-
- private:
-  struct Layer {
-    AttentionSpec spec;
-    Norm attn_norm, mlp_norm;
-    AttentionWeights attn;
-    MoeWeights moe;
-  };
-  PhimoeConfig cfg_;
-  std::vector<Layer> layers_;
 };
 
 }  // namespace
@@ -119,7 +92,7 @@ std::unique_ptr<Model> load_phimoe(const Checkpoint& ckpt, const ModelOptions& o
   if (c.moe.top_k != 2)
     fail(f.origin(), ": field \"num_experts_per_tok\" is ", c.moe.top_k,
          "; PhiMoE's sparsemixer picks 2 experts");
-  return std::make_unique<PhimoeModel>(ckpt, std::move(c), opts);
+  return std::make_unique<PhimoeModel>(ckpt, c, opts);
 }
 
 }  // namespace lathe
