@@ -18,6 +18,16 @@ Value layer_norm(Builder& g, Value x, const NormWeights& w, float eps) {
   return g.layer_norm(x, g.weight(w.weight), g.weight(w.bias), eps);
 }
 
+Value norm(Builder& g, Value x, const Norm& n) {
+  switch (n.kind) {
+    case Norm::Kind::Rms:
+      return rms_norm(g, x, n.weight, n.eps, n.offset);
+    case Norm::Kind::Layer:
+      return layer_norm(g, x, {n.weight, n.bias}, n.eps);
+  }
+  fail("internal: norm kind ", static_cast<int>(n.kind));
+}
+
 Value self_attention(Builder& g, Value x, const AttentionWeights& w, const AttentionSpec& s,
                      const AttentionInputs& in, const std::string& prefix) {
   const int64_t n = g.dim(x, 0);

@@ -21,6 +21,8 @@ Value linear(Builder& g, Value x, const Tensor& w, const Tensor& bias = {},
 Value rms_norm(Builder& g, Value x, const Tensor& weight, float eps, float offset = 0);
 // torch.nn.LayerNorm with these parameters (either may be undefined).
 Value layer_norm(Builder& g, Value x, const NormWeights& w, float eps);
+// The norm as loaded: rms_norm or layer_norm by its kind.
+Value norm(Builder& g, Value x, const Norm& n);
 
 // The step inputs and tables a layer's attention reads.
 struct AttentionInputs {

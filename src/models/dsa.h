@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "models/deepseek.h"
+#include "models/arch/deepseek.h"
 
 namespace lathe {
 
@@ -36,7 +36,7 @@ struct DsaIndexerWeights {
 DsaIndexerWeights load_dsa_indexer(Weights& w, const std::string& prefix, const DsaIndexerSpec& s,
                                    int64_t hidden, int64_t q_lora_rank);
 
-// The DSA decoder: DeepSeek's (models/deepseek.h) with an indexer in every layer that runs
+// The DSA decoder: DeepSeek's (models/arch/deepseek.h) with an indexer in every layer that runs
 // one (`layer_indexer` true); the others reuse the chosen keys of the last layer before them
 // that does (GlmMoeDsa's "shared" indexer_types).
 struct DsaConfig {

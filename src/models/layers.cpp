@@ -105,6 +105,22 @@ FusedQkv split_fused_qkv(Weights& w, const std::string& name, const Tensor& fuse
   return out;
 }
 
+AttentionWeights load_fused_attention(Weights& w, const std::string& qkv, const std::string& o,
+                                      const AttentionSpec& s, int64_t groups, bool bias) {
+  const int64_t rows = (s.heads + 2 * s.kv_heads) * s.head_dim;
+  AttentionWeights a;
+  const FusedQkv m =
+      split_fused_qkv(w, qkv + "weight", w.matrix(qkv + "weight", {rows, s.hidden}), s, groups);
+  a.q = m.q, a.k = m.k, a.v = m.v;
+  a.o = w.matrix(o + "weight", {s.hidden, s.heads * s.head_dim});
+  if (bias) {
+    const FusedQkv b = split_fused_qkv(w, qkv + "bias", w.vector(qkv + "bias", {rows}), s, groups);
+    a.q_bias = b.q, a.k_bias = b.k, a.v_bias = b.v;
+    a.o_bias = w.vector(o + "bias", {s.hidden});
+  }
+  return a;
+}
+
 Tensor transpose_matrix(const Tensor& m) {
   if (m.rank() != 2) fail("internal: transpose_matrix: ", shape_str(m.shape()));
   // A matrix of blocks (an FP8 checkpoint's) is dequantized first, exactly.
@@ -158,6 +174,26 @@ NormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim, 
   return n;
 }
 
+Norm Norm::rms(float eps, float offset) {
+  return {.kind = Kind::Rms, .eps = eps, .offset = offset};
+}
+
+Norm Norm::layer(float eps, NormParams params) {
+  return {.kind = Kind::Layer, .eps = eps, .params = params};
+}
+
+Norm Norm::load(Weights& w, const std::string& prefix, int64_t dim) const {
+  Norm n = *this;
+  if (kind == Kind::Rms) {
+    n.weight = w.vector(prefix + "weight", {dim});
+  } else {
+    const NormWeights nw = load_layer_norm(w, prefix, dim, params);
+    n.weight = nw.weight;
+    n.bias = nw.bias;
+  }
+  return n;
+}
+
 GatedMlpWeights load_gated_mlp(Weights& w, const std::string& prefix, int64_t hidden,
                                int64_t intermediate, MlpParams params) {
   const bool bias = params.bias, gated = params.gated;
@@ -170,6 +206,16 @@ GatedMlpWeights load_gated_mlp(Weights& w, const std::string& prefix, int64_t hi
     m.up_bias = w.vector(prefix + "up_proj.bias", {intermediate});
     m.down_bias = w.vector(prefix + "down_proj.bias", {hidden});
   }
+  return m;
+}
+
+GatedMlpWeights load_fused_gate_up_mlp(Weights& w, const std::string& prefix, int64_t hidden,
+                                       int64_t intermediate) {
+  GatedMlpWeights m;
+  const Tensor gate_up = w.matrix(prefix + "gate_up_proj.weight", {2 * intermediate, hidden});
+  m.gate = matrix_rows(gate_up, 0, intermediate);
+  m.up = matrix_rows(gate_up, intermediate, intermediate);
+  m.down = w.matrix(prefix + "down_proj.weight", {hidden, intermediate});
   return m;
 }
 
@@ -207,14 +253,15 @@ Tensor matrix_rows(const Tensor& m, int64_t begin, int64_t count) {
   return m.rows(begin, count);
 }
 
-std::string base_model_prefix(const Weights& w, const std::string& prefix,
+std::string base_model_prefix(const Checkpoint& ckpt, const std::string& prefix,
                               const std::string& probe) {
-  return !w.has(prefix + probe) && w.has(probe) ? "" : prefix;
+  return !ckpt.has(prefix + probe) && ckpt.has(probe) ? "" : prefix;
 }
 
-Tensor load_lm_head(Weights& w, bool tied, const Tensor& embed, int64_t vocab, int64_t hidden) {
-  if (!tied) return w.matrix("lm_head.weight", {vocab, hidden});
-  w.ignore("lm_head.weight");  // some tied checkpoints still store a copy; transformers ties it
+Tensor load_lm_head(Weights& w, bool tied, const Tensor& embed, int64_t vocab, int64_t hidden,
+                    const std::string& name) {
+  if (!tied) return w.matrix(name, {vocab, hidden});
+  w.ignore(name);  // some tied checkpoints still store a copy; transformers ties it
   return embed.dtype() == w.matrix_dtype() ? embed : embed.to(w.matrix_dtype());
 }
 

@@ -73,6 +73,12 @@ FusedQkv split_fused_qkv(const Tensor& fused, const AttentionSpec& s, int64_t gr
 FusedQkv split_fused_qkv(Weights& w, const std::string& name, const Tensor& fused,
                          const AttentionSpec& s, int64_t groups);
 
+// An attention whose q, k and v are one fused projection: qkv + "weight" [rows, hidden] (and
+// qkv + "bias" when `bias`) split by split_fused_qkv in `groups`, and the output projection
+// o + "weight" (o + "bias"): GPTNeoX, Falcon.
+AttentionWeights load_fused_attention(Weights& w, const std::string& qkv, const std::string& o,
+                                      const AttentionSpec& s, int64_t groups, bool bias);
+
 // transformers Conv1D (GPT-2) stores a linear layer's weight as [in, out]: loads it and
 // transposes it once to the [out, in] that a Linear node takes.
 Tensor load_conv1d(Weights& w, const std::string& name, int64_t in, int64_t out);
@@ -98,6 +104,24 @@ struct NormParams {
 NormWeights load_layer_norm(Weights& w, const std::string& prefix, int64_t dim,
                             NormParams params = {});
 
+// A norm layer as a model loads and applies it (blocks::norm): RMSNorm (transformers
+// LlamaRMSNorm; offset 1 for GemmaRMSNorm's (1 + weight)) or torch.nn.LayerNorm (weight and bias,
+// either possibly absent). A model keeps one without weights as the kind of its norms and loads
+// each of its norms from it.
+struct Norm {
+  enum class Kind { Rms, Layer };
+  Kind kind = Kind::Rms;
+  float eps = 1e-6f;
+  float offset = 0;   // Rms: scales by (weight + offset)
+  NormParams params;  // Layer: which of weight and bias the checkpoint stores
+  Tensor weight, bias;
+
+  static Norm rms(float eps, float offset = 0);
+  static Norm layer(float eps, NormParams params = {});
+  // This kind of norm with its parameters loaded: prefix + "weight" (and "bias"), [dim].
+  Norm load(Weights& w, const std::string& prefix, int64_t dim) const;
+};
+
 struct GatedMlpWeights {
   Tensor gate = {}, up = {}, down = {};
   Tensor gate_bias = {}, up_bias = {}, down_bias = {};
@@ -108,6 +132,11 @@ struct MlpParams {
 };
 GatedMlpWeights load_gated_mlp(Weights& w, const std::string& prefix, int64_t hidden,
                                int64_t intermediate, MlpParams params = {});
+// A gated MLP whose gate and up projections are one matrix, prefix + "gate_up_proj.weight"
+// [2 * intermediate, hidden], split once at load (Phi3MLP, Glm4MLP: gate, up =
+// gate_up_proj(x).chunk(2)), and prefix + "down_proj.weight"; no biases.
+GatedMlpWeights load_fused_gate_up_mlp(Weights& w, const std::string& prefix, int64_t hidden,
+                                       int64_t intermediate);
 // up/down without a gate and with biases by default, under the given names: an ungated MLP
 // down(act(up(x))), run with blocks::gated_mlp, such as GPTNeoXMLP, BloomMLP and FalconMLP
 // (dense_h_to_4h, dense_4h_to_h), PhiMLP and OPT (fc1, fc2), GPTJMLP (fc_in, fc_out).
@@ -127,10 +156,11 @@ Tensor matrix_rows(const Tensor& m, int64_t begin, int64_t count);
 // LM's base_model_prefix ("transformer." for GPT-2, Bloom, Falcon; "model." for OPT), as the
 // original GPT-2 and OPT files are: returns "" for such a checkpoint (it has `probe` but not
 // prefix + probe), else `prefix`.
-std::string base_model_prefix(const Weights& w, const std::string& prefix,
+std::string base_model_prefix(const Checkpoint& ckpt, const std::string& prefix,
                               const std::string& probe);
 
-// Loads the output projection: lm_head.weight, or the input embedding when tied.
-Tensor load_lm_head(Weights& w, bool tied, const Tensor& embed, int64_t vocab, int64_t hidden);
+// Loads the output projection: `name` (lm_head.weight), or the input embedding when tied.
+Tensor load_lm_head(Weights& w, bool tied, const Tensor& embed, int64_t vocab, int64_t hidden,
+                    const std::string& name = "lm_head.weight");
 
 }  // namespace lathe

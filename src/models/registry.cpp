@@ -205,7 +205,7 @@ const std::vector<ArchitectureEntry>& architectures() {
        "chunked attention on the rotary layers (interleaved pairs, L2-normed q/k), NoPE layers "
        "with full attention and the queries' temperature tuning, dense and MoE layers: a top-k "
        "router whose sigmoid scales the expert's input, beside a shared expert"},
-      // The text models of multimodal checkpoints (models/multimodal.cpp).
+      // The text models of multimodal checkpoints (models/arch/multimodal.cpp).
       {"Gemma3ForConditionalGeneration", "gemma3",
        [](const Checkpoint& c, const ModelOptions& o) {
          return load_multimodal_text(c, o, "gemma3_text");

@@ -1,4 +1,4 @@
-// DeepseekV4ForCausalLM's config and tensors (models/deepseek_v4.h) on its tiny fixture,
+// DeepseekV4ForCausalLM's config and tensors (models/arch/deepseek_v4.h) on its tiny fixture,
 // tests/fixtures/tiny/deepseek_v4_hash_csa_hca_sliding (whose goldens the golden tests
 // check; docs/deepseek-v4.md).
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "io/tiny_checkpoint.h"
-#include "models/deepseek_v4.h"
+#include "models/arch/deepseek_v4.h"
 #include "support/run.h"
 
 namespace lathe {
