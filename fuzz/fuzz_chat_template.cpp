@@ -1,6 +1,7 @@
 // Chat templates from hostile bytes: parse, then render a fixed conversation (messages with
 // tool calls, tools, add_generation_prompt) as transformers' apply_chat_template would.
-// Errors (syntax, raise_exception, limits) are expected; crashes, hangs and leaks are not.
+// Errors (syntax, raise_exception, limits, the work budget) are expected; crashes, hangs and
+// leaks are not.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -33,6 +34,9 @@ const Conversation& conversation() {
     // but takes over -timeout=10 under ASan, which would read as a hang.
     c.options.limits.max_loop_iterations = 100000;
     c.options.limits.max_output_bytes = 1u << 20;
+    // The work budget (exponential macro calls, loops over big values) scaled down alike: 20
+    // million steps take longer than -timeout=10 under ASan.
+    c.options.limits.max_steps = 2000000;
     return c;
   }();
   return c;

@@ -1,15 +1,21 @@
 // lathe cache status|cleanup|sync|fetch: the persistent compile cache (docs/compile-cache.md).
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "backends/cpu/backend.h"
 #include "cli/commands.h"
 #include "compile/cache.h"
 #include "compile/compiler.h"
+#include "compile/store.h"
 #include "core/error.h"
 #include "io/json.h"
 #include "models/engine.h"
@@ -249,11 +255,57 @@ int cache_sync(int argc, char** argv) {
   return 0;
 }
 
+// While a fetch runs: SIGINT, SIGTERM or SIGHUP removes the temporary folders this process
+// was writing modules into (a later `cache cleanup` would, but only when someone runs it),
+// says so in one line and exits 128 + the signal.
+class RemoveTempFoldersOnStop {
+ public:
+  explicit RemoveTempFoldersOnStop(fs::path version_dir) {
+    sigemptyset(&signals_);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&signals_, sig);
+    pthread_sigmask(SIG_BLOCK, &signals_, &old_mask_);
+    thread_ = std::thread([this, dir = std::move(version_dir)] {
+      while (!done_) {
+        const timespec tick{0, 100 * 1000 * 1000};
+        const int sig = sigtimedwait(&signals_, nullptr, &tick);
+        if (sig <= 0) continue;
+        std::vector<fs::path> ours;
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(dir, ec))
+          if (compile::detail::temp_name_pid(e.path().filename().string()) == getpid())
+            ours.push_back(e.path());
+        size_t removed = 0;
+        for (const auto& p : ours) {
+          for (int tries = 0; tries < 3 && fs::exists(p, ec); ++tries)
+            fs::remove_all(p, ec);  // a file may appear while its folder goes
+          removed += !fs::exists(p, ec);
+        }
+        std::cerr << "lathe cache fetch: stopped by SIG" << sigabbrev_np(sig) << "; removed "
+                  << removed << " partly fetched modules\n";
+        std::_Exit(128 + sig);
+      }
+    });
+  }
+  ~RemoveTempFoldersOnStop() {
+    done_ = true;
+    thread_.join();
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+  RemoveTempFoldersOnStop(const RemoveTempFoldersOnStop&) = delete;
+  RemoveTempFoldersOnStop& operator=(const RemoveTempFoldersOnStop&) = delete;
+
+ private:
+  sigset_t signals_, old_mask_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
 // Fetches `keys` from `from` into `cache`, printing each module's outcome: what arrived on
 // stdout, what did not on stderr. Returns the exit code: 0 when every module is now in the
 // cache, else 1. (`fetch MODEL_DIR` and `lookup` reuse it with the keys of a model's graphs.)
 int fetch_keys(const std::vector<ModuleKey>& keys, const std::string& from, CompileCache& cache) {
   int missing = 0;
+  const RemoveTempFoldersOnStop cleanup(cache.version_dir());
   for (const auto& r : cache.fetch(keys, from)) {
     const bool ok = r.outcome == FetchOutcome::Fetched || r.outcome == FetchOutcome::AlreadyPresent;
     missing += !ok;
@@ -392,6 +444,7 @@ int fetch_model(int argc, char** argv) {
   for (const NeededModule& m : needed_modules(args)) keys.push_back(m.key);
   CompileCache cache = open_cache(args);
   int here = 0, bad = 0;
+  const RemoveTempFoldersOnStop cleanup(cache.version_dir());
   for (const auto& r : cache.fetch(keys, *from)) {
     const bool ok = r.outcome == FetchOutcome::Fetched || r.outcome == FetchOutcome::AlreadyPresent;
     here += ok;

@@ -209,8 +209,9 @@ int lab_run(int argc, char** argv) {
       {"catalog", "FILE",
        "catalog file to run (default: the bundled catalog); ranked models run when their "
        "snapshot is in the Hugging Face cache"},
-      {"fixtures", "DIR", "tiny fixtures for the bundled catalog (default tests/fixtures/tiny)"},
-      {"model", "DIR[,DIR]", "also run these local checkpoint folders"},
+      {"fixtures", "DIR",
+       "tiny fixtures for the bundled catalog (default tests/fixtures/tiny; not with --catalog)"},
+      {"model", "DIR[,DIR]", "also run these local checkpoint folders (not with --catalog)"},
       {"hf-cache", "DIR",
        "also run the models of this Hugging Face hub cache (default: $HF_HUB_CACHE, "
        "$HF_HOME/hub or ~/.cache/huggingface/hub when it exists)"},
@@ -263,6 +264,13 @@ int lab_run(int argc, char** argv) {
     fail(*h, ": no such folder (--hf-cache)");
   Catalog catalog;
   if (auto file = args.get("catalog")) {
+    // A catalog names every model the sweep runs; --model and --fixtures add to the bundled
+    // one only, and were once dropped here without a word.
+    for (const char* other : {"model", "fixtures"})
+      if (args.has(other))
+        throw UsageError(cat("lab run: --", other,
+                             " adds to the bundled catalog and cannot be used with --catalog; "
+                             "list those models in the catalog file instead"));
     catalog = read_catalog(*file);
   } else {
     std::vector<fs::path> local;

@@ -5,8 +5,12 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "compile/cache.h"
 #include "compile/store.h"
@@ -22,6 +26,37 @@ namespace {
 constexpr size_t kMaxMarkerBytes = 64u << 10;  // `done`, `failed` (empty), or an error page
 constexpr size_t kMaxRemoteLogBytes = 64u << 10;
 constexpr int kDownloadTries = 3;
+// Each file of a module must arrive within this many seconds plus one second per
+// kFetchMinBytesPerSecond of its size, all tries together: libcurl's own stall check (less than
+// 1 byte/s for 60 s) lets a server trickling a byte a second hold a fetch for ever.
+constexpr int64_t kFetchGraceSeconds = 10;
+constexpr int64_t kFetchMinBytesPerSecond = 16 << 10;
+
+// Sets `cancel` when `deadline` passes, unless it is destroyed first.
+class Deadline {
+ public:
+  Deadline(std::chrono::steady_clock::time_point deadline, std::atomic<bool>& cancel)
+      : thread_([this, deadline, &cancel] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          if (!done_cv_.wait_until(lock, deadline, [this] { return done_; })) cancel = true;
+        }) {}
+  ~Deadline() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    done_cv_.notify_all();
+    thread_.join();
+  }
+  Deadline(const Deadline&) = delete;
+  Deadline& operator=(const Deadline&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::thread thread_;  // last: started once the members it uses exist
+};
 
 // Where modules are fetched from. Paths are relative to the cache root
 // ("lathe-V/MODULE_.../manifest.json").
@@ -111,7 +146,10 @@ class HttpSource : public Source {
 
   int64_t copy(const std::string& rel, int64_t size, int fd, hub::Digest& digest) override {
     const std::string url = where(rel);
-    const std::atomic<bool> cancel{false};
+    std::atomic<bool> cancel{false};
+    const int64_t seconds = kFetchGraceSeconds + size / kFetchMinBytesPerSecond;
+    const Deadline deadline(std::chrono::steady_clock::now() + std::chrono::seconds(seconds),
+                            cancel);
     int64_t offset = 0;
     for (int attempt = 1;; ++attempt) {
       // HttpClient::download stops a body longer than `size`, and resumes a cut one with a
@@ -122,6 +160,10 @@ class HttpSource : public Source {
       if (end < 0) fail(url, ": cannot find the size of the download: ", std::strerror(errno));
       offset = end;
       if (st.ok()) return offset;
+      if (cancel)
+        fail(url, ": not fetched within ", seconds, " s (", offset, " of ", size,
+             " bytes arrived; a file may take ", kFetchGraceSeconds, " s plus 1 s per ",
+             kFetchMinBytesPerSecond >> 10, " KiB); nothing was kept");
       if (st.cut_short && attempt < kDownloadTries) continue;
       if (st.cut_short)
         fail(url, ": cut short at ", offset, " of ", size, " bytes (", kDownloadTries,

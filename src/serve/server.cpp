@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "serve/api.h"
+#include "serve/gate.h"
 #include "serve/http.h"
 #include "serve/store.h"
 
@@ -270,18 +271,19 @@ int serve(const ServeOptions& opts) {
     fail("lathe was built without the explorer's page (web/index.html); pass --web DIR");
   if (!opts.web.empty() && !fs::is_regular_file(opts.web / "index.html"))
     fail((opts.web / "index.html").string(), ": the explorer's page is missing (--web)");
-  DataStore store(opts.data, opts.catalog);
-
   // SIGINT and SIGTERM are taken by one thread, which stops the server; every other thread
-  // (httplib's workers start after this) has them blocked.
+  // has them blocked: httplib's and the gate's, and the Parquet reader's pool, which the
+  // store starts (blocked after it, a SIGTERM could land there and kill the server, exit 143).
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  DataStore store(opts.data, opts.catalog);
 
-  httplib::Server svr;
+  // Request heads are read by the gate, bounded in size and time (serve/gate.h).
+  GatedServer svr;
   configure_explorer(svr, store, opts);
 
   const int port = opts.port == 0 ? svr.bind_to_any_port(opts.host)

@@ -5,10 +5,12 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -262,6 +264,67 @@ class MpiWorker final : public Worker, public graph::Collectives {
 
 std::unique_ptr<MpiWorker> g_worker;
 
+// Failed runs keep their status folder for the user to read; a launcher keeps the newest
+// kKeptShardDirs of the finished ones beside its own and removes the rest.
+constexpr size_t kKeptShardDirs = 8;
+constexpr const char* kLauncherPidFile = "launcher.pid";
+
+// Whether the run that made `dir` (a lathe-shard-* folder) has ended: its launcher is gone.
+// A folder without the launcher's pid (one of an older lathe, or one a launcher has just
+// made) counts as ended once it is a minute old.
+bool shard_dir_ended(const fs::path& dir) {
+  std::ifstream in(dir / kLauncherPidFile);
+  long pid = 0;
+  if (in >> pid && pid > 0) return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+  std::error_code ec;
+  const auto age = fs::file_time_type::clock::now() - fs::last_write_time(dir, ec);
+  return !ec && age > std::chrono::minutes(1);
+}
+
+// Removes all but the newest kKeptShardDirs ended lathe-shard-* folders of this user in
+// `parent`.
+void prune_shard_dirs(const fs::path& parent) {
+  std::vector<std::pair<fs::file_time_type, fs::path>> ended;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    const std::string name = e.path().filename().string();
+    struct stat st {};
+    if (!name.starts_with("lathe-shard-") || lstat(e.path().c_str(), &st) != 0 ||
+        !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || !shard_dir_ended(e.path()))
+      continue;
+    ended.emplace_back(fs::last_write_time(e.path(), ec), e.path());
+  }
+  if (ended.size() <= kKeptShardDirs) return;
+  std::sort(ended.begin(), ended.end(), [](const auto& a, const auto& b) { return a > b; });
+  for (size_t i = kKeptShardDirs; i < ended.size(); ++i) fs::remove_all(ended[i].second, ec);
+}
+
+// Waits for mpirun; SIGINT, SIGTERM or SIGHUP to the launcher meanwhile is passed on to it
+// (which stops the workers) and recorded in `stopped_by`. Returns waitpid's status.
+int wait_for_mpirun(pid_t child, const sigset_t& stop_signals, int& stopped_by) {
+  int status = 0;
+  auto forwarded = std::chrono::steady_clock::now();
+  for (;;) {
+    const pid_t done = waitpid(child, &status, WNOHANG);
+    if (done == child) {
+      const timespec now{0, 0};  // one that came as mpirun ended
+      if (const int sig = sigtimedwait(&stop_signals, nullptr, &now); sig > 0) stopped_by = sig;
+      return status;
+    }
+    if (done < 0 && errno != EINTR) fail("waiting for mpirun failed");
+    const timespec tick{0, 50 * 1000 * 1000};
+    const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+    const auto now = std::chrono::steady_clock::now();
+    if (sig > 0) {
+      if (!stopped_by) forwarded = now;
+      stopped_by = sig;
+      kill(child, SIGTERM);
+    }
+    // mpirun stops its workers within a few seconds of a SIGTERM; one that does not is killed.
+    if (stopped_by && now - forwarded > std::chrono::seconds(10)) kill(child, SIGKILL);
+  }
+}
+
 int degree_value(const std::string& option, const std::string& value) {
   char* end = nullptr;
   const long v = std::strtol(value.c_str(), &end, 10);
@@ -331,12 +394,14 @@ int launch(const ShardRequest& request, int argc, char** argv, bool add_degree) 
   load_plugin<MpiPlugin>(MpiPlugin::kFile, "the MPI plug-in");
   const int n = request.degree, cores = machine_cores();
   const int threads = std::max(1, cores / n);
-  char tmpl[] = "/tmp/lathe-shard-XXXXXX";
-  const std::string base = env("TMPDIR") ? cat(env("TMPDIR"), "/lathe-shard-XXXXXX") : tmpl;
+  const std::string parent = env("TMPDIR") ? env("TMPDIR") : "/tmp";
+  prune_shard_dirs(parent);
+  const std::string base = parent + "/lathe-shard-XXXXXX";
   std::vector<char> dir_buf(base.begin(), base.end());
   dir_buf.push_back('\0');
   if (!mkdtemp(dir_buf.data())) fail("cannot make a folder for the workers' status in ", base);
   const std::string dir = dir_buf.data();
+  std::ofstream(cat(dir, "/", kLauncherPidFile)) << getpid() << "\n";
   std::error_code ec;
   const std::string exe = fs::read_symlink("/proc/self/exe", ec).string();
   if (ec) fail("cannot find this program's path (/proc/self/exe)");
@@ -363,12 +428,23 @@ int launch(const ShardRequest& request, int argc, char** argv, bool add_degree) 
   }
   std::cout.flush();
   std::cerr.flush();
-  const pid_t parent = getpid();
+  // A stop signal to the launcher is taken while it waits (wait_for_mpirun), not by the
+  // default action, which left the status folder behind and said nothing.
+  sigset_t stop_signals, old_mask;
+  sigemptyset(&stop_signals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, sig);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
+  const pid_t launcher = getpid();
   const pid_t child = fork();
-  if (child < 0) fail("cannot start mpirun: fork failed");
+  if (child < 0) {
+    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    fs::remove_all(dir, ec);
+    fail("cannot start mpirun: fork failed");
+  }
   if (child == 0) {
+    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     prctl(PR_SET_PDEATHSIG, SIGTERM);  // the launcher killed: mpirun stops the workers
-    if (getppid() != parent) _exit(1);
+    if (getppid() != launcher) _exit(1);
     std::vector<char*> args;
     for (std::string& s : cmd) args.push_back(s.data());
     args.push_back(nullptr);
@@ -379,10 +455,24 @@ int launch(const ShardRequest& request, int argc, char** argv, bool add_degree) 
                  request.parallelism == Parallelism::Tensor ? "tp" : "ep");
     _exit(127);
   }
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0)
-    if (errno != EINTR) fail("waiting for mpirun failed");
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  int stopped_by = 0;
+  const int status = wait_for_mpirun(child, stop_signals, stopped_by);
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  if (stopped_by) {
+    fs::remove_all(dir, ec);
+    std::cerr << "error: stopped by SIG" << sigabbrev_np(stopped_by)
+              << "; the workers were stopped and their status folder removed\n";
+    return 128 + stopped_by;
+  }
+  if (WIFSIGNALED(status)) {
+    // mpirun itself was killed (a rank's death is mpirun's exit status, not its signal): the
+    // ranks were stopped with it, and none of them is to blame.
+    std::cerr << "error: mpirun was killed by signal " << WTERMSIG(status) << " (SIG"
+              << sigabbrev_np(WTERMSIG(status)) << "), which stopped the workers (their status "
+              << "and logs: " << dir << ")\n";
+    return 1;
+  }
+  const int code = WEXITSTATUS(status);
   if (code == 0 || code == 127) {
     fs::remove_all(dir, ec);
     return code == 0 ? 0 : 1;
@@ -421,8 +511,9 @@ int launch(const ShardRequest& request, int argc, char** argv, bool add_degree) 
                       "\" after ", s.count.empty() ? "0" : s.count, " collectives\n");
     }
   if (failed.empty() && !errors) failed = cat("error: the workers ended with status ", code, "\n");
-  std::cerr << failed;
-  std::cerr << "(the workers' status and logs: " << dir << ")\n";
+  // The folder's name ends the last line (on a line of its own after rank 0's own error).
+  if (!failed.empty()) failed.back() = ' ';
+  std::cerr << failed << "(the workers' status and logs: " << dir << ")\n";
   return 1;
 }
 

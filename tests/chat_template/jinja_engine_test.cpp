@@ -226,6 +226,37 @@ TEST(JinjaLimits, RecursionDepth) {
   EXPECT_NE(error_of(deep).find("nested deeper"), std::string::npos);
 }
 
+// Exponential work within every other limit: 2^40 macro calls, depth 40, no loop and no
+// output. It ran until killed (issue 47, item 1); the work budget ends it.
+TEST(JinjaLimits, ExponentialMacroCallsExhaustTheWorkBudget) {
+  const std::string exponential =
+      "{% macro f(n) %}{% if n > 0 %}{{ f(n-1) }}{{ f(n-1) }}{% endif %}{% endmacro %}{{ f(40) }}";
+  EXPECT_EQ(Limits{}.max_steps, 20000000);
+  RenderOptions o;
+  o.limits.max_steps = 200000;
+  const std::string e = error_of(exponential, o);
+  EXPECT_NE(e.find("test.jinja:1:"), std::string::npos) << e;
+  EXPECT_NE(e.find("work budget of 200000 steps"), std::string::npos) << e;
+  // Scanning a big value in a loop is paid by its size: 100 copies of 6.4 MB.
+  EXPECT_NE(error_of("{% set s = 'x' * 6400000 %}{% for i in range(100) %}{% set t = s %}"
+                     "{% endfor %}",
+                     o)
+                .find("work budget"),
+            std::string::npos);
+  // A modest template stays well inside.
+  EXPECT_EQ(render("{% macro f(n) %}{% if n > 0 %}{{ f(n-1) }}{{ f(n-1) }}{% else %}.{% endif %}"
+                   "{% endmacro %}{{ f(10)|length }}",
+                   Json::object(), o),
+            "1024");
+}
+
+// The default budget ends the same template in bounded time, not by a smaller setting only.
+TEST(JinjaLimits, DefaultWorkBudgetEndsExponentialMacros) {
+  const std::string e = error_of(
+      "{% macro f(n) %}{% if n > 0 %}{{ f(n-1) }}{{ f(n-1) }}{% endif %}{% endmacro %}{{ f(40) }}");
+  EXPECT_NE(e.find("work budget of 20000000 steps"), std::string::npos) << e;
+}
+
 TEST(JinjaLimits, DeepValuesAndCycles) {
   EXPECT_NE(
       error_of("{% set ns = namespace(v=0) %}{% for i in range(1000) %}{% set ns.v = [ns.v] %}"
@@ -258,6 +289,19 @@ TEST(JinjaGlobals, StrftimeNowUsesGivenTime) {
   RenderOptions o;
   o.now = std::mktime(&tm);
   EXPECT_EQ(render("{{ strftime_now('%d %b %Y') }}", Json::object(), o), "26 Jul 2024");
+}
+
+// Results longer than a fixed 512-byte buffer used to come back empty (issue 47, item 8);
+// jinja2 renders 800.
+TEST(JinjaGlobals, StrftimeNowLongAndEmptyResults) {
+  RenderOptions o;
+  o.now = 1700000000;
+  EXPECT_EQ(render("{{ strftime_now('%Y' * 200)|length }}", Json::object(), o), "800");
+  EXPECT_EQ(render("{{ strftime_now('x%%' * 5000)|length }}", Json::object(), o), "10000");
+  EXPECT_EQ(render("[{{ strftime_now('') }}]", Json::object(), o), "[]");
+  o.limits.max_output_bytes = 1000;
+  EXPECT_NE(error_of("{{ strftime_now('%Y' * 400) }}", o).find("output exceeded"),
+            std::string::npos);
 }
 
 TEST(JinjaValues, PythonFloatRepr) {

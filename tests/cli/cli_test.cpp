@@ -33,6 +33,24 @@ TEST(Cli, HelpAndUsageErrors) {
   EXPECT_NE(r.out.find("/nonexistent: not a directory"), std::string::npos) << r.out;
 }
 
+// A catalog names every model a sweep runs; --model and --fixtures were silently dropped
+// beside it (with an empty catalog: nothing ran, exit 0). Issue 47, item 10.
+TEST(Cli, LabRunRefusesCatalogWithModelOrFixtures) {
+  ScratchDir dir("catalog-and-model");
+  testing::write_file(dir / "empty.json", R"({"format": 1, "models": []})");
+  std::filesystem::create_directories(dir / "m");
+  const std::string base = "lab run --quiet --catalog " + (dir / "empty.json").string() +
+                           " --out " + (dir / "out").string();
+  for (const std::string& option :
+       {"--model " + (dir / "m").string(), "--fixtures " + testing::fixture_dir("qwen3_tied")}) {
+    const auto r = testing::run_lathe_split(base + " " + option);
+    EXPECT_EQ(r.exit_code, 2) << option << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find(option.substr(0, option.find(' '))), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--catalog"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "out")) << option;
+  }
+}
+
 // Every command and subcommand answers --help (and `lathe help ...`) with exit code 0 and
 // its full help, no line longer than 100 columns; usage lines say which arguments are optional.
 TEST(Cli, EveryHelpExitsZeroWithFullHelpWrapped) {

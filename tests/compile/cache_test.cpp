@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -434,7 +435,7 @@ TEST(CompileCache, SyncToAFolderThenFetchFromItIntoAnEmptyCache) {
 // Serves a cache folder over HTTP on 127.0.0.1, with per-file misbehaviour.
 class CacheServer {
  public:
-  enum class Mode { Normal, CutShort, Truncated, Longer, FlipByte, Error500, Huge };
+  enum class Mode { Normal, CutShort, Truncated, Longer, FlipByte, Error500, Huge, Trickle };
 
   explicit CacheServer(fs::path root) : root_(std::move(root)) {
     server_.Get(R"(/(.*))", [this](const httplib::Request& req, httplib::Response& res) {
@@ -503,6 +504,14 @@ class CacheServer {
         data.assign(2 << 20, ' ');  // valid JSON padding, over the manifest bound
         data += "{}";
         break;
+      case Mode::Trickle:
+        // One byte every 200 ms (libcurl's stall check wants less than 1 byte/s for 60 s).
+        res.set_content_provider(data.size(), "application/octet-stream",
+                                 [data](size_t offset, size_t, httplib::DataSink& sink) {
+                                   std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                                   return sink.is_writable() && sink.write(data.data() + offset, 1);
+                                 });
+        return;
       case Mode::Error500:
         res.status = 500;
         res.set_content("internal error", "text/plain");
@@ -591,6 +600,29 @@ TEST(CompileCache, FetchOverHttpTakesGoodModulesAndRejectsEveryBadTransfer) {
   EXPECT_EQ(local.read(key(1)), module_files('R', 100000));
 }
 
+// A server trickling a file used to hold a fetch for as long as it kept going (issue 47,
+// item 6). Each file now has a deadline: 10 s plus 1 s per 16 KiB, all tries together.
+TEST(CompileCache, FetchGivesUpOnATricklingServerAndKeepsNothing) {
+  ScratchDir dir("cache-trickle");
+  CompileCache remote(dir / "remote", kVersion);
+  ASSERT_TRUE(remote.publish(key(0), module_files('T', 100)));
+  CacheServer server(dir / "remote");
+  const std::string v = "lathe-" + std::string(kVersion) + "/";
+  server.set_mode(v + key(0).dir_name() + "/module.json", CacheServer::Mode::Trickle);
+  CompileCache local(dir / "local", kVersion);
+  const auto start = std::chrono::steady_clock::now();
+  const auto got = local.fetch({key(0)}, server.url());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].outcome, FetchOutcome::Error) << got[0].message;
+  EXPECT_NE(got[0].message.find("module.json: not fetched within 10 s"), std::string::npos)
+      << got[0].message;
+  EXPECT_LT(seconds, 15.0);
+  EXPECT_EQ(local.state(key(0)), CompileCache::State::Missing);
+  EXPECT_EQ(temp_folders(local), 0);
+}
+
 // ---- lathe cache ------------------------------------------------------------------------
 
 // The compiler version of the lathe binary (it and this test are built from the same tree,
@@ -628,6 +660,41 @@ TEST(CacheCli, StatusOfAnEmptyFolderAndHelpFollowTheConventions) {
   EXPECT_EQ(testing::run_lathe_split("cache").exit_code, 2);
   EXPECT_EQ(testing::run_lathe_split("cache frobnicate").exit_code, 2);
   EXPECT_NE(testing::run_lathe_split("--help").out.find("cache status"), std::string::npos);
+}
+
+// SIGTERM during `cache fetch` used to leave the module's .tmp-MODULE_... folder for a later
+// cleanup (issue 47, item 6): it is removed, and the exit says why.
+TEST(CacheCli, ATerminatedFetchRemovesItsPartialModule) {
+  ScratchDir dir("cache-cli-term");
+  const std::string v = binary_version(dir / "probe");
+  CompileCache remote(dir / "remote", v);
+  ASSERT_TRUE(remote.publish(key(3), module_files('K', 100)));
+  CacheServer server(dir / "remote");
+  server.set_mode("lathe-" + v + "/" + key(3).dir_name() + "/module.json",
+                  CacheServer::Mode::Trickle);
+  const fs::path err = dir / "err.txt";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = std::string("exec ") + LATHE_BINARY + " cache fetch --from " +
+                            server.url() + " --key " + key(3).dir_name() + " --cache-dir " +
+                            (dir / "local").string() + " >/dev/null 2>" + err.string();
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  CompileCache local(dir / "local", v);
+  for (int i = 0; i < 500 && temp_folders(local) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(temp_folders(local), 1) << "the fetch did not start writing";
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  EXPECT_EQ(temp_folders(local), 0);
+  EXPECT_EQ(read_file(err),
+            "lathe cache fetch: stopped by SIGTERM; removed 1 partly fetched "
+            "modules\n");
 }
 
 TEST(CacheCli, FetchFromAFolderCleanupAndUsageErrors) {

@@ -8,15 +8,22 @@
 //   - a worker killed, or one that stops answering, ends the run within a bounded time with
 //     one error naming that rank and its last message, and no process is left behind.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "io/json.h"
@@ -281,6 +288,73 @@ TEST(Workers, ARankPastItsMemoryBudgetEndsTheRun) {
                           "' | grep -v pgrep || true"))
                 .out,
             "");
+}
+
+bool wait_for(const std::function<bool()>& ready, int seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+// The lathe-shard-* folders in `tmp`.
+std::vector<std::string> shard_dirs(const fs::path& tmp) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(tmp))
+    if (e.path().filename().string().starts_with("lathe-shard-"))
+      names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// SIGTERM to the launcher used to end the run with nothing on stderr and leave its
+// lathe-shard-XXXX folder; failed runs' folders piled up (issue 47, item 9). Now the workers
+// are stopped, the folder removed, the exit says why; and a launcher keeps the newest 8
+// folders of ended runs.
+TEST(Workers, ASignalToTheLauncherStopsTheRunAndRemovesItsFolder) {
+  const Generate g("llama_tied_gqa");
+  ScratchDir tmp("shard-tmp");
+  for (int i = 0; i < 12; ++i) {
+    const fs::path d = tmp / cat("lathe-shard-old", 10 + i);
+    fs::create_directories(d);
+    write_file(d / "launcher.pid", "999999999\n");  // above any pid: that launcher is gone
+    fs::last_write_time(d, fs::file_time_type::clock::now() - std::chrono::hours(1 + i));
+  }
+  const fs::path err = tmp / "err.txt";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd =
+        cat("exec env TMPDIR=", tmp.path().string(), " LATHE_SHARD_TEST_FAULT=hang:1:40 ",
+            LATHE_BINARY, " ", g.args, " --tp 2 >/dev/null 2>", err.string());
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Until rank 1 hangs at its fault: the run is under way.
+  const bool hanging = wait_for(
+      [&] {
+        for (const auto& name : shard_dirs(tmp.path()))
+          if (!name.starts_with("lathe-shard-old") && fs::exists(tmp / name / "rank-1.status") &&
+              read_file(tmp / name / "rank-1.status").find("test fault") != std::string::npos)
+            return true;
+        return false;
+      },
+      60);
+  EXPECT_TRUE(hanging);
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  EXPECT_EQ(read_file(err),
+            "error: stopped by SIGTERM; the workers were stopped and their status folder "
+            "removed\n");
+  std::vector<std::string> kept;
+  for (int i = 0; i < 8; ++i) kept.push_back(cat("lathe-shard-old", 10 + i));
+  EXPECT_EQ(shard_dirs(tmp.path()), kept);
+  EXPECT_TRUE(wait_for([&] { return g.leftovers().empty(); }, 10)) << g.leftovers();
 }
 
 TEST(Workers, MpiWithAnotherCountThanTheDegreeIsRefused) {

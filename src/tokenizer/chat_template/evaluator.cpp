@@ -1,5 +1,6 @@
 #include "tokenizer/chat_template/evaluator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -90,6 +91,26 @@ Value builtin_namespace(CallArgs& args, Evaluator& ev) {
   return ns;
 }
 
+// What a value costs against Limits::max_steps beyond its one step: copying or scanning it.
+int64_t step_weight(const Value& v) {
+  switch (v.kind) {
+    case Kind::String:
+      return static_cast<int64_t>(v.s.size() / 64);
+    case Kind::List:
+      return v.list ? static_cast<int64_t>(v.list->size()) : 0;
+    case Kind::Dict:
+      return v.dict ? static_cast<int64_t>(v.dict->items.size()) : 0;
+    case Kind::Undefined:
+    case Kind::None:
+    case Kind::Bool:
+    case Kind::Int:
+    case Kind::Float:
+    case Kind::Callable:
+      return 0;
+  }
+  return 0;
+}
+
 }  // namespace
 
 const Value* Frame::lookup(const std::string& name) const {
@@ -114,12 +135,20 @@ Evaluator::Evaluator(std::string origin, RenderOptions options)
   g["strftime_now"] = Value::callable("strftime_now", [](CallArgs& args, Evaluator& ev) {
     const Value* fmt = args.get(0, "format");
     if (!fmt || !fmt->is_string()) runtime_fail("strftime_now() expects a format string");
+    if (fmt->s.find('\0') != std::string::npos) runtime_fail("embedded null character");
     const std::time_t t = ev.options().now ? *ev.options().now : std::time(nullptr);
     std::tm tm{};
     localtime_r(&t, &tm);
-    char buf[512];
-    const size_t n = std::strftime(buf, sizeof buf, fmt->s.c_str(), &tm);
-    return Value::string(std::string(buf, n));
+    // std::strftime returns 0 both for an empty result and for one that does not fit; the
+    // leading space makes the first impossible, so a 0 means "grow the buffer".
+    const std::string format = " " + fmt->s;
+    std::string buf(std::max<size_t>(256, 2 * format.size()), '\0');
+    for (;;) {
+      const size_t n = std::strftime(buf.data(), buf.size(), format.c_str(), &tm);
+      if (n > 0) return Value::string(buf.substr(1, n - 1));
+      ev.check_size(buf.size());
+      buf.resize(2 * buf.size());
+    }
   });
 }
 
@@ -129,6 +158,14 @@ void Evaluator::count_iterations(int64_t n) {
     runtime_fail("template exceeded " + std::to_string(options_.limits.max_loop_iterations) +
                  " loop iterations");
   iterations_ += n;
+}
+
+void Evaluator::count_steps(int64_t n) {
+  if (n > options_.limits.max_steps - steps_)
+    runtime_fail("template exceeded its work budget of " +
+                 std::to_string(options_.limits.max_steps) +
+                 " steps (statements, expressions and the sizes of their values)");
+  steps_ += n;
 }
 
 void Evaluator::check_size(size_t bytes) const {
@@ -181,6 +218,7 @@ Evaluator::Flow Evaluator::exec_body(const Body& body, const std::shared_ptr<Fra
 
 Evaluator::Flow Evaluator::exec(const Stmt& s, const std::shared_ptr<Frame>& frame,
                                 std::string& out) {
+  count_steps(1);
   switch (s.kind) {
     case StmtKind::Text:
       append(out, s.text);
@@ -453,7 +491,9 @@ CallArgs Evaluator::eval_args(const Expr& e, const std::shared_ptr<Frame>& frame
 
 Value Evaluator::eval(const Expr& e, const std::shared_ptr<Frame>& frame) {
   try {
-    return eval_inner(e, frame);
+    Value v = eval_inner(e, frame);
+    count_steps(1 + step_weight(v));
+    return v;
   } catch (const RuntimeError& err) {
     fail_at(e.pos, err.what());
   }

@@ -16,6 +16,11 @@ struct Limits {
   size_t max_output_bytes = 16u << 20;    // all text produced, captured blocks included
   int64_t max_loop_iterations = 1000000;  // summed over every loop and range()
   int max_call_depth = 256;               // nested macro / caller() calls
+  // Total work, summed over the render: one step per statement run and per expression
+  // evaluated, plus the size of each expression's value (elements of a list or dict, 64-byte
+  // units of a string), so that copying and scanning big values is paid for too. Bounds what
+  // the other limits do not: exponential macro recursion, and loops over big values.
+  int64_t max_steps = 20000000;
 };
 
 struct RenderOptions {
@@ -43,6 +48,7 @@ class Evaluator {
 
   // Counts work against the limits; throw RuntimeError when one is exceeded.
   void count_iterations(int64_t n);
+  void count_steps(int64_t n);
   void check_size(size_t bytes) const;
 
   const RenderOptions& options() const { return options_; }
@@ -70,6 +76,7 @@ class Evaluator {
   std::shared_ptr<Frame> globals_;
   size_t emitted_ = 0;
   int64_t iterations_ = 0;
+  int64_t steps_ = 0;
   int call_depth_ = 0;
 };
 
