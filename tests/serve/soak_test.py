@@ -3,7 +3,7 @@ oversized request heads, clients that send a header line now and then, and more 
 connections than the server keeps. Bounded: a fixed number of connections and requests
 (about 5 s), 127.0.0.1 only. Ordinary requests are timed throughout; the server's resident
 memory is read from /proc after each phase. Fails when memory grows by more than 32 MB, an
-ordinary request takes over a second or fails, or an oversized head gets no 414/431; prints
+ordinary request takes over 3 s or fails, or an oversized head gets no 414/431; prints
 the figures either way. Usage: soak_test.py --lathe BIN --make-dataset BIN
 """
 import os
@@ -17,7 +17,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import explorer_fixture as fx  # noqa: E402
 
 MAX_RSS_GROWTH_MB = 32
-MAX_LATENCY_S = 1.0
+# Far above a request's own time (milliseconds), even under the sanitizers on a busy 2-core
+# machine, and far below the 12-15 s the slow clients used to cause.
+MAX_LATENCY_S = 3.0
 
 
 def rss_mb(pid):
@@ -55,7 +57,7 @@ def read_status(s):
 def timed_get(port, path="/api/versions"):
     start = time.monotonic()
     try:
-        with connect(port, timeout=3) as s:  # past MAX_LATENCY_S: failed anyway
+        with connect(port, timeout=5) as s:  # past MAX_LATENCY_S: failed anyway
             s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
                       .encode())
             code = read_status(s)
