@@ -44,6 +44,25 @@ int64_t read_int_alias(const JsonFields& f, const std::string& field, const std:
 std::vector<int64_t> read_layer_type_windows(const JsonFields& f, int64_t num_layers,
                                              int64_t pattern, int64_t default_window);
 
+// The sizes most config classes name alike, with the class's defaults.
+struct SizeDefaults {
+  int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_layers = 0;
+  int64_t max_position_embeddings = 0;
+};
+// Reads vocab_size, hidden_size, intermediate_size, num_hidden_layers and
+// max_position_embeddings into a config struct with those members, and its architecture; the
+// caller checks them (check_sizes) with the fields it reads after.
+template <class Config>
+void read_sizes(const Checkpoint& ckpt, const JsonFields& f, const SizeDefaults& d, Config& c) {
+  c.architecture = ckpt.architecture();
+  c.vocab_size = f.get_or<int64_t>("vocab_size", d.vocab_size);
+  c.hidden_size = f.get_or<int64_t>("hidden_size", d.hidden_size);
+  c.intermediate_size = f.get_or<int64_t>("intermediate_size", d.intermediate_size);
+  c.num_layers = f.get_or<int64_t>("num_hidden_layers", d.num_layers);
+  c.max_position_embeddings =
+      f.get_or<int64_t>("max_position_embeddings", d.max_position_embeddings);
+}
+
 // What a loaded decoder reports about itself, from any config struct with the usual fields
 // (architecture, vocab_size, hidden_size, num_layers, attention, max_position_embeddings).
 template <class Config>

@@ -1,6 +1,7 @@
 #include "models/moe.h"
 
 #include "core/error.h"
+#include "models/config_fields.h"
 
 namespace lathe {
 
@@ -97,10 +98,7 @@ std::vector<bool> read_mlp_layer_types(const JsonFields& f, int64_t num_layers,
 
 void check_moe_spec(const Checkpoint& ckpt, const JsonFields& f, const MoeSpec& s,
                     const MoeFields& names) {
-  for (auto [name, v] :
-       {std::pair{names.experts, s.experts}, {names.top_k, s.top_k}, {names.inter, s.inter}})
-    if (v <= 0 || v > (int64_t{1} << 31))
-      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
+  check_sizes(f, {{names.experts, s.experts}, {names.top_k, s.top_k}, {names.inter, s.inter}});
   if (s.top_k > s.experts)
     fail(f.origin(), ": field \"", names.top_k, "\" is ", s.top_k, ", more than the ", s.experts,
          " experts (\"", names.experts, "\")");

@@ -118,9 +118,7 @@ std::unique_ptr<Model> load_bloom(const Checkpoint& ckpt, const ModelOptions& op
   a.kv_heads = a.heads;
   a.head_dim = c.hidden_size / a.heads;
   a.rope = false;
-  for (auto [name, v] : {std::pair{"vocab_size", c.vocab_size}, {"n_layer", c.num_layers}})
-    if (v <= 0 || v > (int64_t{1} << 31))
-      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
+  check_sizes(f, {{"vocab_size", c.vocab_size}, {"n_layer", c.num_layers}});
   return std::make_unique<BloomModel>(ckpt, std::move(c), opts);
 }
 

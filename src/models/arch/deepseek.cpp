@@ -74,13 +74,10 @@ double yarn_get_mscale(double scale, double mscale) {
 DeepseekConfig read_deepseek_config(const Checkpoint& ckpt, const DeepseekDefaults& d) {
   JsonFields f(ckpt.config(), ckpt.config_path());
   DeepseekConfig c;
-  c.architecture = ckpt.architecture();
-  c.vocab_size = f.get_or<int64_t>("vocab_size", d.vocab_size);
-  c.hidden_size = f.get_or<int64_t>("hidden_size", d.hidden_size);
-  c.intermediate_size = f.get_or<int64_t>("intermediate_size", d.intermediate_size);
-  c.num_layers = f.get_or<int64_t>("num_hidden_layers", d.num_layers);
-  c.max_position_embeddings =
-      f.get_or<int64_t>("max_position_embeddings", d.max_position_embeddings);
+  read_sizes(
+      ckpt, f,
+      {d.vocab_size, d.hidden_size, d.intermediate_size, d.num_layers, d.max_position_embeddings},
+      c);
   c.rms_norm_eps = static_cast<float>(f.get_or<double>("rms_norm_eps", d.rms_norm_eps));
   c.tie_word_embeddings = f.get_or<bool>("tie_word_embeddings", false);
   MlaSpec& a = c.mla;
@@ -96,18 +93,16 @@ DeepseekConfig read_deepseek_config(const Checkpoint& ckpt, const DeepseekDefaul
   a.bias = f.get_or<bool>("attention_bias", false);
   a.rope_layout = f.get_or<bool>("rope_interleave", true) ? graph::RopeLayout::Interleaved
                                                           : graph::RopeLayout::HalfSplit;
-  for (auto [name, v] : {std::pair{"vocab_size", c.vocab_size},
-                         {"hidden_size", c.hidden_size},
-                         {"intermediate_size", c.intermediate_size},
-                         {"num_hidden_layers", c.num_layers},
-                         {"num_attention_heads", a.heads},
-                         {"kv_lora_rank", a.kv_lora_rank},
-                         {"qk_nope_head_dim", a.qk_nope},
-                         {"qk_rope_head_dim", a.qk_rope},
-                         {"v_head_dim", a.v_head_dim},
-                         {"max_position_embeddings", c.max_position_embeddings}})
-    if (v <= 0 || v > (int64_t{1} << 31))
-      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
+  check_sizes(f, {{"vocab_size", c.vocab_size},
+                  {"hidden_size", c.hidden_size},
+                  {"intermediate_size", c.intermediate_size},
+                  {"num_hidden_layers", c.num_layers},
+                  {"num_attention_heads", a.heads},
+                  {"kv_lora_rank", a.kv_lora_rank},
+                  {"qk_nope_head_dim", a.qk_nope},
+                  {"qk_rope_head_dim", a.qk_rope},
+                  {"v_head_dim", a.v_head_dim},
+                  {"max_position_embeddings", c.max_position_embeddings}});
   if (a.q_lora_rank < 0) fail(f.origin(), ": field \"q_lora_rank\" is ", a.q_lora_rank);
   check_layer_count(ckpt, f, c.num_layers);
   // Rotary over the qk_rope_head_dim dims; the softmax scale is qk_head_dim^-0.5, times

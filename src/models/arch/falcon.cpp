@@ -158,12 +158,10 @@ std::unique_ptr<Model> load_falcon(const Checkpoint& ckpt, const ModelOptions& o
            "new_decoder_architecture, a layout transformers' FalconDecoderLayer does not run");
     c.block = parallel ? FalconBlock::Parallel : FalconBlock::Sequential;
   }
-  for (auto [name, v] : {std::pair{"vocab_size", c.vocab_size},
-                         {"ffn_hidden_size", c.ffn_hidden_size},
-                         {"num_hidden_layers", c.num_layers},
-                         {"max_position_embeddings", c.max_position_embeddings}})
-    if (v <= 0 || v > (int64_t{1} << 31))
-      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
+  check_sizes(f, {{"vocab_size", c.vocab_size},
+                  {"ffn_hidden_size", c.ffn_hidden_size},
+                  {"num_hidden_layers", c.num_layers},
+                  {"max_position_embeddings", c.max_position_embeddings}});
   c.rope = read_rope_config(f, a.head_dim, c.max_position_embeddings);
   return std::make_unique<FalconModel>(ckpt, c, opts);
 }

@@ -16,13 +16,10 @@ namespace lathe {
 Gemma2Config read_gemma2_config(const Checkpoint& ckpt, const Gemma2Defaults& d) {
   JsonFields f(ckpt.config(), ckpt.config_path());
   Gemma2Config c;
-  c.architecture = ckpt.architecture();
-  c.vocab_size = f.get_or<int64_t>("vocab_size", d.vocab_size);
-  c.hidden_size = f.get_or<int64_t>("hidden_size", d.hidden_size);
-  c.intermediate_size = f.get_or<int64_t>("intermediate_size", d.intermediate_size);
-  c.num_layers = f.get_or<int64_t>("num_hidden_layers", d.num_layers);
-  c.max_position_embeddings =
-      f.get_or<int64_t>("max_position_embeddings", d.max_position_embeddings);
+  read_sizes(
+      ckpt, f,
+      {d.vocab_size, d.hidden_size, d.intermediate_size, d.num_layers, d.max_position_embeddings},
+      c);
   c.rms_norm_eps = static_cast<float>(f.get_or<double>("rms_norm_eps", 1e-6));
   c.tie_word_embeddings = f.get_or<bool>("tie_word_embeddings", true);
   c.act = read_activation(f, "hidden_activation", "gelu_pytorch_tanh", c.architecture);
@@ -41,16 +38,14 @@ Gemma2Config read_gemma2_config(const Checkpoint& ckpt, const Gemma2Defaults& d)
   a.scale = static_cast<float>(
       std::pow(static_cast<double>(f.get_or<double>("query_pre_attn_scalar", 256)), -0.5));
   a.softcap = read_nullable_float(f, "attn_logit_softcapping", d.attn_softcap);
-  for (auto [name, v] : {std::pair{"vocab_size", c.vocab_size},
-                         {"hidden_size", c.hidden_size},
-                         {"intermediate_size", c.intermediate_size},
-                         {"num_hidden_layers", c.num_layers},
-                         {"num_attention_heads", a.heads},
-                         {"num_key_value_heads", a.kv_heads},
-                         {"head_dim", a.head_dim},
-                         {"max_position_embeddings", c.max_position_embeddings}})
-    if (v <= 0 || v > (int64_t{1} << 31))
-      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
+  check_sizes(f, {{"vocab_size", c.vocab_size},
+                  {"hidden_size", c.hidden_size},
+                  {"intermediate_size", c.intermediate_size},
+                  {"num_hidden_layers", c.num_layers},
+                  {"num_attention_heads", a.heads},
+                  {"num_key_value_heads", a.kv_heads},
+                  {"head_dim", a.head_dim},
+                  {"max_position_embeddings", c.max_position_embeddings}});
   if (a.heads % a.kv_heads != 0)
     fail(f.origin(), ": num_attention_heads ", a.heads,
          " is not a multiple of num_key_value_heads ", a.kv_heads);

@@ -118,12 +118,10 @@ GptFamilyConfig read_gpt_family_config(const Checkpoint& ckpt, const char* act) 
   a.head_dim = c.hidden_size / a.heads;
   a.qkv_bias = a.o_bias = true;
   a.rope = false;
-  for (auto [name, v] : {std::pair{"vocab_size", c.vocab_size},
-                         {"n_inner", c.inner_size},
-                         {"n_layer", c.num_layers},
-                         {"n_positions", c.max_position_embeddings}})
-    if (v <= 0 || v > (int64_t{1} << 31))
-      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
+  check_sizes(f, {{"vocab_size", c.vocab_size},
+                  {"n_inner", c.inner_size},
+                  {"n_layer", c.num_layers},
+                  {"n_positions", c.max_position_embeddings}});
   // scale_attn_weights false: raw dot products (scale 1).
   const bool scaled = f.get_or<bool>("scale_attn_weights", true);
   const double scale = scaled ? 1.0 / std::sqrt(static_cast<double>(a.head_dim)) : 1.0;

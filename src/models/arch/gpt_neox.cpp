@@ -63,12 +63,13 @@ std::unique_ptr<Model> load_gpt_neox(const Checkpoint& ckpt, const ModelOptions&
   JsonFields f(ckpt.config(), ckpt.config_path());
   // GPTNeoXConfig defaults.
   GPTNeoXConfig c;
-  c.architecture = ckpt.architecture();
-  c.vocab_size = f.get_or<int64_t>("vocab_size", 50432);
-  c.hidden_size = f.get_or<int64_t>("hidden_size", 6144);
-  c.intermediate_size = f.get_or<int64_t>("intermediate_size", 24576);
-  c.num_layers = f.get_or<int64_t>("num_hidden_layers", 44);
-  c.max_position_embeddings = f.get_or<int64_t>("max_position_embeddings", 2048);
+  read_sizes(ckpt, f,
+             {.vocab_size = 50432,
+              .hidden_size = 6144,
+              .intermediate_size = 24576,
+              .num_layers = 44,
+              .max_position_embeddings = 2048},
+             c);
   c.layer_norm_eps = static_cast<float>(f.get_or<double>("layer_norm_eps", 1e-5));
   c.tie_word_embeddings = f.get_or<bool>("tie_word_embeddings", false);
   c.use_parallel_residual = f.get_or<bool>("use_parallel_residual", true);

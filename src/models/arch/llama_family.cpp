@@ -122,13 +122,10 @@ LlamaFamilyConfig read_llama_family_config(const Checkpoint& ckpt, const LlamaFa
 LlamaFamilyConfig read_llama_family_config(const Checkpoint& ckpt, const JsonFields& f,
                                            const LlamaFamilyDefaults& d) {
   LlamaFamilyConfig c;
-  c.architecture = ckpt.architecture();
-  c.vocab_size = f.get_or<int64_t>("vocab_size", d.vocab_size);
-  c.hidden_size = f.get_or<int64_t>("hidden_size", d.hidden_size);
-  c.intermediate_size = f.get_or<int64_t>("intermediate_size", d.intermediate_size);
-  c.num_layers = f.get_or<int64_t>("num_hidden_layers", d.num_layers);
-  c.max_position_embeddings =
-      f.get_or<int64_t>("max_position_embeddings", d.max_position_embeddings);
+  read_sizes(
+      ckpt, f,
+      {d.vocab_size, d.hidden_size, d.intermediate_size, d.num_layers, d.max_position_embeddings},
+      c);
   c.rms_norm_eps = static_cast<float>(f.get_or<double>("rms_norm_eps", d.rms_norm_eps));
   c.tie_word_embeddings = f.get_or<bool>("tie_word_embeddings", d.tie_word_embeddings);
   c.mlp_bias = f.get_or<bool>("mlp_bias", false);
@@ -151,14 +148,12 @@ LlamaFamilyConfig read_llama_family_config(const Checkpoint& ckpt, const JsonFie
   a.head_dim =
       f.has("head_dim") ? f.get<int64_t>("head_dim") : d.head_dim.value_or(c.hidden_size / a.heads);
   a.norm_eps = c.rms_norm_eps;
-  for (auto [name, v] : {std::pair{"vocab_size", c.vocab_size},
-                         {"intermediate_size", c.intermediate_size},
-                         {"num_hidden_layers", c.num_layers},
-                         {"num_key_value_heads", a.kv_heads},
-                         {"head_dim", a.head_dim},
-                         {"max_position_embeddings", c.max_position_embeddings}})
-    if (v <= 0 || v > (int64_t{1} << 31))
-      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
+  check_sizes(f, {{"vocab_size", c.vocab_size},
+                  {"intermediate_size", c.intermediate_size},
+                  {"num_hidden_layers", c.num_layers},
+                  {"num_key_value_heads", a.kv_heads},
+                  {"head_dim", a.head_dim},
+                  {"max_position_embeddings", c.max_position_embeddings}});
   if (a.heads % a.kv_heads != 0)
     fail(f.origin(), ": num_attention_heads ", a.heads,
          " is not a multiple of num_key_value_heads ", a.kv_heads);

@@ -146,13 +146,11 @@ std::unique_ptr<Model> load_opt(const Checkpoint& ckpt, const ModelOptions& opts
   a.kv_heads = a.heads;
   a.head_dim = c.hidden_size / a.heads;
   a.rope = false;
-  for (auto [name, v] : {std::pair{"vocab_size", c.vocab_size},
-                         {"ffn_dim", c.ffn_dim},
-                         {"num_hidden_layers", c.num_layers},
-                         {"word_embed_proj_dim", c.word_embed_proj_dim},
-                         {"max_position_embeddings", c.max_position_embeddings}})
-    if (v <= 0 || v > (int64_t{1} << 31))
-      fail(f.origin(), ": field \"", name, "\" is ", v, ", out of range");
+  check_sizes(f, {{"vocab_size", c.vocab_size},
+                  {"ffn_dim", c.ffn_dim},
+                  {"num_hidden_layers", c.num_layers},
+                  {"word_embed_proj_dim", c.word_embed_proj_dim},
+                  {"max_position_embeddings", c.max_position_embeddings}});
   return std::make_unique<OptModel>(ckpt, std::move(c), opts);
 }
 

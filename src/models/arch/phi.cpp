@@ -54,12 +54,13 @@ std::unique_ptr<Model> load_phi(const Checkpoint& ckpt, const ModelOptions& opts
   JsonFields f(ckpt.config(), ckpt.config_path());
   // PhiConfig defaults.
   PhiConfig c;
-  c.architecture = ckpt.architecture();
-  c.vocab_size = f.get_or<int64_t>("vocab_size", 51200);
-  c.hidden_size = f.get_or<int64_t>("hidden_size", 2048);
-  c.intermediate_size = f.get_or<int64_t>("intermediate_size", 8192);
-  c.num_layers = f.get_or<int64_t>("num_hidden_layers", 24);
-  c.max_position_embeddings = f.get_or<int64_t>("max_position_embeddings", 2048);
+  read_sizes(ckpt, f,
+             {.vocab_size = 51200,
+              .hidden_size = 2048,
+              .intermediate_size = 8192,
+              .num_layers = 24,
+              .max_position_embeddings = 2048},
+             c);
   c.layer_norm_eps = static_cast<float>(f.get_or<double>("layer_norm_eps", 1e-5));
   c.tie_word_embeddings = f.get_or<bool>("tie_word_embeddings", false);
   c.act = read_activation(f, "hidden_act", "gelu_new", c.architecture);

@@ -59,12 +59,13 @@ std::unique_ptr<Model> load_stablelm(const Checkpoint& ckpt, const ModelOptions&
   JsonFields f(ckpt.config(), ckpt.config_path());
   // StableLmConfig defaults.
   StableLmConfig c;
-  c.architecture = ckpt.architecture();
-  c.vocab_size = f.get_or<int64_t>("vocab_size", 50304);
-  c.hidden_size = f.get_or<int64_t>("hidden_size", 2560);
-  c.intermediate_size = f.get_or<int64_t>("intermediate_size", 6912);
-  c.num_layers = f.get_or<int64_t>("num_hidden_layers", 32);
-  c.max_position_embeddings = f.get_or<int64_t>("max_position_embeddings", 4096);
+  read_sizes(ckpt, f,
+             {.vocab_size = 50304,
+              .hidden_size = 2560,
+              .intermediate_size = 6912,
+              .num_layers = 32,
+              .max_position_embeddings = 4096},
+             c);
   c.layer_norm_eps = static_cast<float>(f.get_or<double>("layer_norm_eps", 1e-5));
   c.tie_word_embeddings = f.get_or<bool>("tie_word_embeddings", false);
   c.use_parallel_residual = f.get_or<bool>("use_parallel_residual", false);
