@@ -1,8 +1,9 @@
 // The explorer's HTTP handling from hostile bytes: the input is what a client sends on one
 // connection (request lines, headers, query parameters, maybe several requests), handed to a
 // cpp-httplib server set up by configure_explorer() exactly as `lathe lab serve` sets up its
-// own, over a small dataset with two versions, a ranking and injection strings. Besides
-// crashes, a 500 answer is a finding: every bad request must be refused with a 4xx.
+// own, over a small dataset with two versions, a ranking and injection strings, and the
+// connection gate's head test on the same bytes. Besides crashes, a 500 answer is a finding:
+// every bad request must be refused with a 4xx.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "lab/catalog.h"
 #include "lab/dataset.h"
 #include "lab/row.h"
+#include "serve/gate.h"
 #include "serve/http.h"
 
 namespace {
@@ -115,7 +117,15 @@ struct Explorer {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static Explorer explorer;
-  BytesStream stream(std::string_view(reinterpret_cast<const char*>(data), size));
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  // The gate's test for a whole head (serve/gate.h), which `lathe lab serve` runs first: a
+  // length it gives ends with the blank line's '\n', within the bytes.
+  if (const auto head = lathe::request_head_length(bytes);
+      head && (*head < 2 || *head > size || bytes[*head - 1] != '\n')) {
+    std::fprintf(stderr, "request_head_length gave %zu of %zu bytes\n", *head, size);
+    std::abort();
+  }
+  BytesStream stream(bytes);
   // A few requests per connection, as keep-alive allows; each answer is checked on its own.
   for (int i = 0; i < 4 && !stream.drained(); ++i) {
     const bool open = explorer.server.handle_one(stream);
