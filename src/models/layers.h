@@ -112,9 +112,9 @@ struct Norm {
   enum class Kind { Rms, Layer };
   Kind kind = Kind::Rms;
   float eps = 1e-6f;
-  float offset = 0;   // Rms: scales by (weight + offset)
-  NormParams params;  // Layer: which of weight and bias the checkpoint stores
-  Tensor weight, bias;
+  float offset = 0;        // Rms: scales by (weight + offset)
+  NormParams params = {};  // Layer: which of weight and bias the checkpoint stores
+  Tensor weight = {}, bias = {};
 
   static Norm rms(float eps, float offset = 0);
   static Norm layer(float eps, NormParams params = {});
