@@ -891,7 +891,7 @@ TEST(Reshape, IsTheSameDataUnderAnotherShape) {
 
 // ---- Plan ----
 
-// Every way the fast backend can run a Linear (Backend::variants: tasks per thread, rows of x
+// Every way the fast backend can run a Linear (KernelChoices::variants: tasks per thread, rows of x
 // per pass) gives the default's bits, for each weight type, in decode and in prompts longer
 // than one pass: the compiled mode may choose any of them (src/compile/module.h).
 TEST(Plan, EveryLinearVariantGivesTheDefaultBits) {
